@@ -1,0 +1,34 @@
+# ringcast — `make run` starts the server on :6001, `make test` runs the whole suite.
+# Needs only Node 20 + npm (and apt for the backends later tests use).
+
+NPM ?= npm
+NODE ?= node
+
+.PHONY: all install build run test test-1 test-4 bench clean
+
+all: build
+
+node_modules/.install-stamp: package.json package-lock.json
+	$(NPM) ci --no-audit --no-fund
+	@touch $@
+
+install: node_modules/.install-stamp
+
+build: install
+	npx tsc -p tsconfig.json
+
+run: build
+	$(NODE) bin/ringcast.js start --config config.yaml
+
+# The suite runs twice: with one shard and with four (cross-shard paths).
+test: build
+	./scripts/test.sh
+
+test-1: build
+	TEST_WORKER_MODES=1 ./scripts/test.sh
+
+test-4: build
+	TEST_WORKER_MODES=4 ./scripts/test.sh
+
+clean:
+	rm -rf dist node_modules/.install-stamp

@@ -1,0 +1,85 @@
+// Every cross-thread message, as a typed interface with a `type` tag.
+// Publish frames are binary (see codec below) so that the serialised client message
+// travels as bytes and is handed to uWS untouched; everything else is a JSON control frame.
+
+/** Frame type bytes on the rings (values >= 250 are reserved by the ring itself). */
+export const FrameType = {
+  Publish: 1,
+  Control: 2,
+} as const;
+
+/** A channel record's answer to "how is this channel?" */
+export interface ChannelInfo {
+  occupied: boolean;
+  subscription_count: number;
+  user_count: number | null;
+}
+
+export type PresenceJoinReply =
+  | { ok: true; members: [unknown, unknown][] }
+  | { ok: false; type: 'LimitReached'; error: string; status: number };
+
+export type ControlMsg =
+  /** A shard's local subscriber count for a non-presence channel changed by delta. */
+  | { type: 'sub'; app: string; channel: string; shard: number; delta: 1 | -1 }
+  /** Presence join: the owner answers with the member snapshot (or a refusal). */
+  | { type: 'presence_join'; req: number; from: number; app: string; channel: string; socketId: string; userId: unknown; userInfo: unknown }
+  | { type: 'presence_leave'; app: string; channel: string; socketId: string; userKey: string; shard: number }
+  | { type: 'channel_info'; req: number; from: number; app: string; channel: string }
+  | { type: 'channels_list'; req: number; from: number; app: string; prefix: string }
+  /** Presence members of a channel as [user_id, user_info] pairs. */
+  | { type: 'members'; req: number; from: number; app: string; channel: string }
+  | { type: 'reply'; req: number; body: unknown };
+
+export type RequestMsg = Extract<ControlMsg, { req: number; from: number }>;
+/** A request without the routing fields the bus fills in. */
+export type RequestBody = RequestMsg extends infer M ? (M extends RequestMsg ? Omit<M, 'req' | 'from'> : never) : never;
+
+// ── Publish frame codec ──────────────────────────────────────────────────────
+// [u16 appLen][app utf8][u16 channelLen][channel utf8][u8 exceptLen][except ascii][message bytes]
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+export interface PublishFrame {
+  app: string;
+  channel: string;
+  /** socket_id that must not receive the message, or '' */
+  except: string;
+  message: Uint8Array;
+}
+
+export function encodePublish(app: string, channel: string, except: string, message: Uint8Array): Uint8Array {
+  const a = enc.encode(app);
+  const c = enc.encode(channel);
+  const x = enc.encode(except);
+  if (a.length > 0xffff || c.length > 0xffff || x.length > 0xff) throw new RangeError('publish header field too long');
+  const out = new Uint8Array(2 + a.length + 2 + c.length + 1 + x.length + message.length);
+  const dv = new DataView(out.buffer);
+  let o = 0;
+  dv.setUint16(o, a.length); o += 2; out.set(a, o); o += a.length;
+  dv.setUint16(o, c.length); o += 2; out.set(c, o); o += c.length;
+  out[o++] = x.length; out.set(x, o); o += x.length;
+  out.set(message, o);
+  return out;
+}
+
+export function decodePublish(buf: Uint8Array): PublishFrame {
+  const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  let o = 0;
+  const al = dv.getUint16(o); o += 2;
+  const app = dec.decode(buf.subarray(o, o + al)); o += al;
+  const cl = dv.getUint16(o); o += 2;
+  const channel = dec.decode(buf.subarray(o, o + cl)); o += cl;
+  const xl = buf[o++];
+  const except = dec.decode(buf.subarray(o, o + xl)); o += xl;
+  return { app, channel, except, message: buf.subarray(o) };
+}
+
+export function encodeControl(msg: ControlMsg): Uint8Array {
+  return enc.encode(JSON.stringify(msg));
+}
+
+export function decodeControl(buf: Uint8Array): ControlMsg {
+  return JSON.parse(dec.decode(buf)) as ControlMsg;
+}

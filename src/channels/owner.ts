@@ -1,0 +1,169 @@
+// The owner shard's records of the channels it owns (owner = hash(app, channel) % shards).
+// Only the owner decides the transitions that must happen exactly once per process:
+// occupied / vacated and presence member_added / member_removed.
+
+import type { ChannelInfo, PresenceJoinReply } from '../bus/messages';
+
+export interface OwnerEvents {
+  occupied(app: string, channel: string): void;
+  vacated(app: string, channel: string): void;
+  /** First connection of a user: tell the other members (never the joining socket). */
+  memberAdded(app: string, channel: string, userId: unknown, userInfo: unknown, exceptSocketId: string): void;
+  /** Last connection of a user left. */
+  memberRemoved(app: string, channel: string, userId: unknown): void;
+}
+
+export interface Member {
+  id: unknown;
+  info: unknown;
+  /** Connections of this user to the channel, per shard. */
+  byShard: Map<number, number>;
+  conns: number;
+}
+
+interface ChannelRecord {
+  perShard: Int32Array;
+  total: number;
+  members: Map<string, Member> | null;
+}
+
+/** Presence user ids may be strings or numbers; members are keyed by their string form. */
+export function userKey(id: unknown): string {
+  return typeof id === 'string' ? id : JSON.stringify(id);
+}
+
+export class OwnerStore {
+  private readonly apps = new Map<string, Map<string, ChannelRecord>>();
+
+  constructor(private readonly shards: number, private readonly events: OwnerEvents) {}
+
+  /** A non-presence subscription was added (+1) or removed (-1) on `shard`. */
+  sub(app: string, channel: string, shard: number, delta: number): void {
+    const rec = delta > 0 ? this.ensure(app, channel, false) : this.get(app, channel);
+    if (!rec) return;
+    this.count(app, channel, rec, shard, delta);
+  }
+
+  join(
+    app: string, channel: string, shard: number, socketId: string,
+    userId: unknown, userInfo: unknown, maxMembers: number,
+  ): PresenceJoinReply {
+    const existing = this.get(app, channel);
+    const key = userKey(userId);
+    const known = existing?.members?.get(key);
+    if (!known && existing?.members && existing.members.size >= maxMembers) {
+      return { ok: false, type: 'LimitReached', status: 4100, error: `presence channel ${channel} is full (${maxMembers} members)` };
+    }
+    const rec = existing ?? this.ensure(app, channel, true);
+    const members = rec.members ?? (rec.members = new Map());
+    let m = known;
+    if (!m) {
+      m = { id: userId, info: userInfo, byShard: new Map(), conns: 0 };
+      members.set(key, m);
+    }
+    m.conns++;
+    m.byShard.set(shard, (m.byShard.get(shard) ?? 0) + 1);
+    if (m.conns === 1) this.events.memberAdded(app, channel, userId, userInfo, socketId);
+    // The snapshot includes the joining user: pusher-js expects `me` in the member list.
+    const snapshot: [unknown, unknown][] = [];
+    for (const mem of members.values()) snapshot.push([mem.id, mem.info]);
+    this.count(app, channel, rec, shard, 1);
+    return { ok: true, members: snapshot };
+  }
+
+  leave(app: string, channel: string, shard: number, key: string): void {
+    const rec = this.get(app, channel);
+    if (!rec) return;
+    const m = rec.members?.get(key);
+    if (m) {
+      m.conns--;
+      const left = (m.byShard.get(shard) ?? 0) - 1;
+      if (left > 0) m.byShard.set(shard, left);
+      else m.byShard.delete(shard);
+      if (m.conns <= 0) {
+        rec.members!.delete(key);
+        this.events.memberRemoved(app, channel, m.id);
+      }
+    }
+    this.count(app, channel, rec, shard, -1);
+  }
+
+  info(app: string, channel: string): ChannelInfo {
+    const rec = this.get(app, channel);
+    if (!rec) return { occupied: false, subscription_count: 0, user_count: null };
+    return {
+      occupied: rec.total > 0,
+      subscription_count: rec.total,
+      user_count: rec.members ? rec.members.size : null,
+    };
+  }
+
+  /** Occupied channels of an app whose name starts with prefix: [name, user_count or null]. */
+  list(app: string, prefix: string): [string, number | null][] {
+    const out: [string, number | null][] = [];
+    const chans = this.apps.get(app);
+    if (!chans) return out;
+    for (const [name, rec] of chans) {
+      if (rec.total > 0 && name.startsWith(prefix)) out.push([name, rec.members ? rec.members.size : null]);
+    }
+    return out;
+  }
+
+  users(app: string, channel: string): unknown[] {
+    const rec = this.get(app, channel);
+    if (!rec?.members) return [];
+    return Array.from(rec.members.values(), (m) => m.id);
+  }
+
+  members(app: string, channel: string): [unknown, unknown][] {
+    const rec = this.get(app, channel);
+    if (!rec?.members) return [];
+    return Array.from(rec.members.values(), (m) => [m.id, m.info] as [unknown, unknown]);
+  }
+
+  private get(app: string, channel: string): ChannelRecord | undefined {
+    return this.apps.get(app)?.get(channel);
+  }
+
+  private ensure(app: string, channel: string, presence: boolean): ChannelRecord {
+    let chans = this.apps.get(app);
+    if (!chans) this.apps.set(app, (chans = new Map()));
+    let rec = chans.get(channel);
+    if (!rec) {
+      rec = { perShard: new Int32Array(this.shards), total: 0, members: presence ? new Map() : null };
+      chans.set(channel, rec);
+    }
+    return rec;
+  }
+
+  private count(app: string, channel: string, rec: ChannelRecord, shard: number, delta: number): void {
+    const before = rec.total;
+    if (delta < 0 && rec.perShard[shard] <= 0) return; // never below zero on a shard
+    rec.perShard[shard] += delta;
+    rec.total += delta;
+    if (before === 0 && rec.total > 0) this.events.occupied(app, channel);
+    if (rec.total <= 0) {
+      const chans = this.apps.get(app)!;
+      chans.delete(channel);
+      if (chans.size === 0) this.apps.delete(app);
+      if (before > 0) this.events.vacated(app, channel);
+    }
+  }
+}
+
+/** FNV-1a over app and channel: which shard owns a channel. */
+export function ownerOf(app: string, channel: string, shards: number): number {
+  if (shards === 1) return 0;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < app.length; i++) {
+    h ^= app.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= 0;
+  h = Math.imul(h, 0x01000193);
+  for (let i = 0; i < channel.length; i++) {
+    h ^= channel.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % shards;
+}

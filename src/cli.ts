@@ -1,0 +1,91 @@
+// `ringcast start [--config FILE]`, `ringcast --help`, `ringcast --version`.
+
+import { existsSync } from 'node:fs';
+import { ConfigError, loadConfig } from './config';
+import { createLogger } from './log';
+import { start } from './main';
+
+const USAGE = `Usage:
+  ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
+  ringcast --help                  show this help
+  ringcast --version               print the version
+
+Every option of the config file can be overridden by its environment variable
+(PORT, HOST, WORKERS, SERVICE_DEFAULT_APP_ID, ...): see README.md.`;
+
+function version(): string {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require('../../package.json') as { version: string }).version;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const args = [...argv];
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  if (args.includes('--version') || args.includes('-v')) {
+    process.stdout.write(version() + '\n');
+    return 0;
+  }
+  const cmd = args.shift();
+  if (cmd !== 'start') {
+    process.stderr.write(`ringcast: ${cmd === undefined ? 'missing command' : `unknown command "${cmd}"`}\n\n${USAGE}\n`);
+    return 2;
+  }
+  let file: string | null = null;
+  while (args.length > 0) {
+    const a = args.shift()!;
+    if (a === '--config' || a === '-c') {
+      const f = args.shift();
+      if (!f) {
+        process.stderr.write('ringcast: --config needs a file path\n');
+        return 2;
+      }
+      file = f;
+    } else if (a.startsWith('--config=')) {
+      file = a.slice('--config='.length);
+    } else {
+      process.stderr.write(`ringcast: unknown option "${a}"\n\n${USAGE}\n`);
+      return 2;
+    }
+  }
+  if (file === null && existsSync('config.yaml')) file = 'config.yaml';
+
+  let config;
+  try {
+    config = loadConfig({ file, env: process.env });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`ringcast: invalid configuration: ${err.message}\n`);
+      return 78; // EX_CONFIG
+    }
+    throw err;
+  }
+  const log = createLogger(config.log, { thread: 'primary' });
+  let server;
+  try {
+    server = await start(config, log);
+  } catch (err) {
+    log.fatal({ err }, 'could not start');
+    return 1;
+  }
+  await new Promise<void>((resolve) => {
+    const onSignal = (sig: NodeJS.Signals) => {
+      log.info({ signal: sig }, 'shutting down');
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      void server.stop().then(resolve);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+  return 0;
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => process.exit(code), (err: unknown) => {
+    process.stderr.write(`ringcast: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.exit(1);
+  });
+}

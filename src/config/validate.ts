@@ -1,0 +1,390 @@
+// The validation pass over the merged raw tree (defaults → config.yaml → env → overrides,
+// values still untyped): `validateGlobal` here, `validateApps` in validate-apps.ts, both
+// feeding one Checker. Every failed rule adds an issue whose message starts with the
+// exact key path and states the rule, e.g. `apps[1].max_connections must be a positive
+// integer or null, got 0`; `Checker.throwIfAny()` reports them all in one ConfigError
+// (its `key` is the first one's).
+
+import { accessSync, constants as fsc, statSync } from 'node:fs';
+import type { AdapterDriver, CacheDriver, QueueDriver, RateLimiterDriver } from './types';
+import { MAX_WORKERS, type GlobalConfig } from './defaults';
+
+export interface ConfigIssue { key: string; message: string }
+
+export class ConfigError extends Error {
+  readonly code = 'RC_ERR_CONFIG' as const;
+  /** Config key path (`adapter.driver`, `apps[1].key`) or env var name (`PORT`) at fault. */
+  readonly key: string;
+  /** Every problem found; `key`/`message` describe the first when there are several. */
+  readonly issues: readonly ConfigIssue[];
+
+  constructor(key: string, message: string, issues?: readonly ConfigIssue[]) {
+    super(message);
+    this.name = 'ConfigError';
+    this.key = key;
+    this.issues = issues ?? [{ key, message }];
+  }
+
+  static fromIssues(issues: readonly ConfigIssue[]): ConfigError {
+    const msg = issues.length === 1
+      ? issues[0].message
+      : `${issues.length} configuration errors:\n` + issues.map((i) => `  - ${i.message}`).join('\n');
+    return new ConfigError(issues[0].key, msg, issues);
+  }
+}
+
+const SENSITIVE = /secret|password|token/i;
+
+/** Renders a bad value for a message; secrets are described, never echoed. */
+export function show(value: unknown, key = ''): string {
+  if (value === undefined) return 'nothing';
+  if (SENSITIVE.test(key)) return value === null ? 'null' : `a ${Array.isArray(value) ? 'list' : typeof value}`;
+  const s = JSON.stringify(value) ?? String(value);
+  return s.length > 60 ? s.slice(0, 57) + '...' : s;
+}
+
+export function isMapping(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Octal file mode as written in YAML/env: "660", "0660", "0o660". */
+export function parseOctalMode(s: string): number | undefined {
+  const m = /^(?:0o?)?([0-7]{1,4})$/i.exec(s.trim());
+  return m ? parseInt(m[1], 8) : undefined;
+}
+
+/** Closest known key, for "did you mean" hints on typos. */
+export function suggest(word: string, known: readonly string[]): string {
+  let best = '';
+  let bestD = Math.max(2, Math.floor(word.length / 3)) + 1;
+  for (const k of known) {
+    const d = distance(word.toLowerCase(), k.toLowerCase());
+    if (d < bestD) { bestD = d; best = k; }
+  }
+  if (!best && word.length >= 4) best = known.find((k) => k.startsWith(word) || word.startsWith(k)) ?? '';
+  return best ? ` (did you mean "${best}"?)` : '';
+}
+
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length];
+}
+
+interface IntOpts { max?: number; nullable?: boolean; rule?: string }
+
+/** Collects issues; each check returns the value typed as wanted (unchecked when it failed). */
+export class Checker {
+  readonly issues: ConfigIssue[] = [];
+  private readonly bad = new Set<string>();
+
+  constructor(private readonly origins: ReadonlyMap<string, string> = new Map()) {}
+
+  /** Adds `<key> <rule>, got <value> (from <source>)`. */
+  fail(key: string, rule: string, value?: unknown, withValue = true): void {
+    const got = withValue ? `, got ${show(value, key)}` : '';
+    this.report(key, `${key} ${rule}${got}${this.from(key)}`);
+  }
+
+  /** Adds an issue with a message of its own (it must still name the key). */
+  report(key: string, message: string): void {
+    this.bad.add(key);
+    this.issues.push({ key, message });
+  }
+
+  throwIfAny(): void {
+    if (this.issues.length > 0) throw ConfigError.fromIssues(this.issues);
+  }
+
+  /** True when none of these keys failed (cross-field rules only run on valid inputs). */
+  ok(...keys: string[]): boolean {
+    return keys.every((k) => !this.bad.has(k));
+  }
+
+  /** " (from env PORT)" / " (from /etc/ringcast.yaml)": where the longest matching prefix was set. */
+  private from(key: string): string {
+    for (let k = key; ;) {
+      const src = this.origins.get(k);
+      if (src) return ` (from ${src})`;
+      const parent = k.replace(/(\.[^.]*|\[\d+\])$/, '');
+      if (parent === k || parent === '') return '';
+      k = parent;
+    }
+  }
+
+  int(key: string, v: unknown, min: number, o: IntOpts = {}): number {
+    if (o.nullable && v === null) return null as unknown as number;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || (o.max !== undefined && v > o.max)) {
+      const rule = o.rule ?? (o.max !== undefined ? `must be an integer between ${min} and ${o.max}`
+        : min === 1 ? 'must be a positive integer' : min === 0 ? 'must be a non-negative integer'
+          : `must be an integer ≥ ${min}`);
+      this.fail(key, rule + (o.nullable && !o.rule ? ' or null' : ''), v);
+    }
+    return v as number;
+  }
+
+  port(key: string, v: unknown, min = 0): number {
+    return this.int(key, v, min, { max: 65535 });
+  }
+
+  bool(key: string, v: unknown): boolean {
+    if (typeof v !== 'boolean') this.fail(key, 'must be a boolean (true or false)', v);
+    return v as boolean;
+  }
+
+  str(key: string, v: unknown, allowEmpty = false): string {
+    if (typeof v !== 'string' || (!allowEmpty && v.trim() === '')) {
+      this.fail(key, allowEmpty ? 'must be a string' : 'must be a non-empty string', v);
+    }
+    return v as string;
+  }
+
+  /** string or null; an empty string counts as null (not set). */
+  optStr(key: string, v: unknown): string | null {
+    if (v === null || v === '') return null;
+    if (typeof v !== 'string') this.fail(key, 'must be a string or null', v);
+    return v as string;
+  }
+
+  oneOf<T extends string>(key: string, v: unknown, allowed: readonly T[]): T {
+    if (!allowed.includes(v as T)) this.fail(key, `must be one of ${allowed.join(', ')}`, v);
+    return v as T;
+  }
+
+  strList(key: string, v: unknown): string[] {
+    if (!Array.isArray(v) || v.some((s) => typeof s !== 'string' || s.trim() === '')) {
+      this.fail(key, 'must be a list of non-empty strings', v);
+      return [];
+    }
+    return [...v] as string[];
+  }
+
+  /** Accepts `{host, port}` mappings or "host:port" strings ("[::1]:7000" for IPv6). */
+  hostPorts(key: string, v: unknown): { host: string; port: number }[] {
+    if (!Array.isArray(v)) {
+      this.fail(key, 'must be a list of host:port strings or {host, port} mappings', v);
+      return [];
+    }
+    return v.map((item, i) => {
+      const k = `${key}[${i}]`;
+      const hp = typeof item === 'string' ? parseHostPort(item) : item;
+      if (!isMapping(hp) || Object.keys(hp).some((x) => x !== 'host' && x !== 'port')) {
+        this.fail(k, 'must be a "host:port" string or a {host, port} mapping', item);
+        return { host: '', port: 0 };
+      }
+      return { host: this.str(`${k}.host`, hp.host), port: this.port(`${k}.port`, hp.port, 1) };
+    });
+  }
+}
+
+export function parseHostPort(s: string): { host: string; port: number } | undefined {
+  const m = /^\s*(?:\[([^\]]+)\]|([^:\s]+)):(\d{1,5})\s*$/.exec(s);
+  return m ? { host: m[1] ?? m[2], port: Number(m[3]) } : undefined;
+}
+
+/** Walks a dotted path through the raw tree (sections are always mappings after merging). */
+function get(tree: Record<string, unknown>, path: string): unknown {
+  let cur: unknown = tree;
+  for (const part of path.split('.')) cur = isMapping(cur) ? cur[part] : undefined;
+  return cur;
+}
+
+const ADAPTERS: readonly AdapterDriver[] = ['local', 'redis', 'redis-cluster', 'nats'];
+const CACHES: readonly CacheDriver[] = ['memory', 'redis', 'redis-cluster', 'none'];
+const QUEUES: readonly QueueDriver[] = ['sync', 'redis'];
+const LIMITERS: readonly RateLimiterDriver[] = ['memory', 'redis', 'redis-cluster', 'none'];
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Checks and types everything but the apps. */
+export function validateGlobal(c: Checker, tree: Record<string, unknown>): GlobalConfig {
+  const g = (p: string) => get(tree, p);
+  const pos = (p: string) => c.int(p, g(p), 1);
+  const nonNeg = (p: string) => c.int(p, g(p), 0);
+  const posOrNull = (p: string) => c.int(p, g(p), 1, { nullable: true });
+  const bool = (p: string) => c.bool(p, g(p));
+  const str = (p: string) => c.str(p, g(p));
+  const optStr = (p: string) => c.optStr(p, g(p));
+  const list = (p: string) => c.strList(p, g(p));
+
+  const cfg: GlobalConfig = {
+    host: str('host'),
+    port: c.port('port', g('port')),
+    domain: str('domain'),
+    workers: c.int('workers', g('workers'), 1, { max: MAX_WORKERS }),
+    shutdown_grace_period: nonNeg('shutdown_grace_period'),
+    unix_socket: { enabled: bool('unix_socket.enabled'), path: str('unix_socket.path'), permission_mode: mode(c, 'unix_socket.permission_mode', g('unix_socket.permission_mode')) },
+    ssl: {
+      enabled: bool('ssl.enabled'),
+      cert_path: c.str('ssl.cert_path', g('ssl.cert_path'), true),
+      key_path: c.str('ssl.key_path', g('ssl.key_path'), true),
+      redirect_http: bool('ssl.redirect_http'),
+      http_port: c.port('ssl.http_port', g('ssl.http_port')),
+    },
+    adapter: {
+      driver: c.oneOf('adapter.driver', g('adapter.driver'), ADAPTERS),
+      cluster_health: {
+        enabled: bool('adapter.cluster_health.enabled'),
+        heartbeat_interval_ms: pos('adapter.cluster_health.heartbeat_interval_ms'),
+        node_timeout_ms: pos('adapter.cluster_health.node_timeout_ms'),
+        cleanup_interval_ms: pos('adapter.cluster_health.cleanup_interval_ms'),
+      },
+      nats: {
+        servers: list('adapter.nats.servers'),
+        user: optStr('adapter.nats.user'),
+        password: optStr('adapter.nats.password'),
+        token: optStr('adapter.nats.token'),
+        prefix: str('adapter.nats.prefix'),
+      },
+      buffer_multiplier_per_cpu: pos('adapter.buffer_multiplier_per_cpu'),
+    },
+    cache: { driver: c.oneOf('cache.driver', g('cache.driver'), CACHES) },
+    queue: { driver: c.oneOf('queue.driver', g('queue.driver'), QUEUES) },
+    rate_limiter: {
+      enabled: bool('rate_limiter.enabled'),
+      driver: c.oneOf('rate_limiter.driver', g('rate_limiter.driver'), LIMITERS),
+      api: {
+        max_requests: posOrNull('rate_limiter.api.max_requests'),
+        window_seconds: pos('rate_limiter.api.window_seconds'),
+        trust_hops: c.int('rate_limiter.api.trust_hops', g('rate_limiter.api.trust_hops'), 0, { max: 32 }),
+      },
+      websocket: { max_requests: posOrNull('rate_limiter.websocket.max_requests'), window_seconds: pos('rate_limiter.websocket.window_seconds') },
+    },
+    database: {
+      redis: {
+        host: str('database.redis.host'),
+        port: c.port('database.redis.port', g('database.redis.port'), 1),
+        username: optStr('database.redis.username'),
+        password: optStr('database.redis.password'),
+        db: nonNeg('database.redis.db'),
+        key_prefix: c.str('database.redis.key_prefix', g('database.redis.key_prefix'), true),
+        pool_min: nonNeg('database.redis.pool_min'),
+        pool_max: pos('database.redis.pool_max'),
+        sentinels: c.hostPorts('database.redis.sentinels', g('database.redis.sentinels')),
+        sentinel_password: optStr('database.redis.sentinel_password'),
+        name: str('database.redis.name'),
+      },
+      redis_cluster: {
+        nodes: c.hostPorts('database.redis_cluster.nodes', g('database.redis_cluster.nodes')),
+        username: optStr('database.redis_cluster.username'),
+        password: optStr('database.redis_cluster.password'),
+        key_prefix: c.str('database.redis_cluster.key_prefix', g('database.redis_cluster.key_prefix'), true),
+      },
+      pooling: { enabled: bool('database.pooling.enabled'), min: nonNeg('database.pooling.min'), max: pos('database.pooling.max') },
+    },
+    tag_filtering: { enabled: bool('tag_filtering.enabled'), max_nodes: pos('tag_filtering.max_nodes') },
+    cors: { origin: list('cors.origin'), methods: list('cors.methods'), allowed_headers: list('cors.allowed_headers'), credentials: bool('cors.credentials') },
+    metrics: {
+      enabled: bool('metrics.enabled'),
+      driver: c.oneOf('metrics.driver', g('metrics.driver'), ['prometheus'] as const),
+      host: str('metrics.host'),
+      port: c.port('metrics.port', g('metrics.port')),
+      prefix: c.str('metrics.prefix', g('metrics.prefix'), true),
+    },
+    websocket: {
+      max_payload_kb: pos('websocket.max_payload_kb'),
+      max_messages: pos('websocket.max_messages'),
+      max_bytes: pos('websocket.max_bytes'),
+      auto_ping: bool('websocket.auto_ping'),
+      ping_interval: pos('websocket.ping_interval'),
+      activity_timeout: pos('websocket.activity_timeout'),
+      pong_timeout: pos('websocket.pong_timeout'),
+    },
+    http: { request_limit_in_mb: pos('http.request_limit_in_mb') },
+    log: {
+      level: c.oneOf('log.level', g('log.level'), LEVELS),
+      output_format: c.oneOf('log.output_format', g('log.output_format'), ['json', 'human'] as const),
+      colors_enabled: bool('log.colors_enabled'),
+      include_target: bool('log.include_target'),
+    },
+    event_limits: {
+      max_channels_at_once: pos('event_limits.max_channels_at_once'),
+      max_name_length: pos('event_limits.max_name_length'),
+      max_payload_in_kb: pos('event_limits.max_payload_in_kb'),
+      max_batch_size: pos('event_limits.max_batch_size'),
+    },
+    channel_limits: { max_name_length: pos('channel_limits.max_name_length'), cache_ttl: pos('channel_limits.cache_ttl') },
+    presence: { max_members_per_channel: pos('presence.max_members_per_channel'), max_member_size_in_kb: pos('presence.max_member_size_in_kb') },
+    delta_compression: {
+      enabled: bool('delta_compression.enabled'),
+      algorithm: c.oneOf('delta_compression.algorithm', g('delta_compression.algorithm'), ['Fossil', 'Xdelta3'] as const),
+      full_message_interval: pos('delta_compression.full_message_interval'),
+      min_message_size: nonNeg('delta_compression.min_message_size'),
+      max_state_age_secs: pos('delta_compression.max_state_age_secs'),
+      max_channel_states_per_socket: pos('delta_compression.max_channel_states_per_socket'),
+      cluster_coordination: bool('delta_compression.cluster_coordination'),
+      omit_delta_algorithm: bool('delta_compression.omit_delta_algorithm'),
+    },
+    webhooks: { batching: { enabled: bool('webhooks.batching.enabled'), duration: pos('webhooks.batching.duration'), size: pos('webhooks.batching.size') } },
+    protocol: { event_prefix: c.oneOf('protocol.event_prefix', g('protocol.event_prefix'), ['pusher', 'proto'] as const) },
+  };
+
+  crossChecks(c, cfg);
+  return cfg;
+}
+
+function mode(c: Checker, key: string, v: unknown): number {
+  const n = typeof v === 'string' ? parseOctalMode(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 0o7777) {
+    c.fail(key, 'must be an octal file mode such as "660" or 0o660', v);
+  }
+  return n as number;
+}
+
+function crossChecks(c: Checker, cfg: GlobalConfig): void {
+  if (cfg.ssl.enabled && c.ok('ssl.enabled')) {
+    for (const k of ['cert_path', 'key_path'] as const) {
+      const p = cfg.ssl[k];
+      if (!c.ok(`ssl.${k}`)) continue;
+      const why = unreadable(p);
+      if (why) c.fail(`ssl.${k}`, `must name a readable PEM file when ssl.enabled is true (${why})`, p);
+    }
+    if (cfg.ssl.redirect_http && cfg.ssl.http_port === cfg.port && cfg.port !== 0) {
+      c.fail('ssl.http_port', 'must differ from port when ssl.redirect_http is true', cfg.ssl.http_port);
+    }
+  }
+  if (cfg.metrics.enabled === true && cfg.metrics.port === cfg.port && cfg.port !== 0) {
+    c.fail('metrics.port', 'must differ from port when metrics.enabled is true', cfg.metrics.port);
+  }
+  const h = cfg.adapter.cluster_health;
+  const hk = 'adapter.cluster_health.';
+  if (h.enabled === true && c.ok(`${hk}heartbeat_interval_ms`, `${hk}node_timeout_ms`) && h.heartbeat_interval_ms * 3 > h.node_timeout_ms) {
+    c.fail(`${hk}heartbeat_interval_ms`, `must be ≤ node_timeout_ms / 3 (node_timeout_ms is ${h.node_timeout_ms})`, h.heartbeat_interval_ms);
+  }
+  const usesCluster = ([['adapter.driver', cfg.adapter.driver], ['cache.driver', cfg.cache.driver], ['rate_limiter.driver', cfg.rate_limiter.driver]] as const)
+    .filter(([, d]) => d === 'redis-cluster').map(([k]) => k);
+  if (usesCluster.length > 0 && c.ok('database.redis_cluster.nodes') && cfg.database.redis_cluster.nodes.length === 0) {
+    c.fail('database.redis_cluster.nodes', `must list at least one host:port when ${usesCluster.join(', ')} is redis-cluster (or set REDIS_CLUSTER_NODES)`, undefined, false);
+  }
+  if (cfg.adapter.driver === 'nats' && c.ok('adapter.nats.servers') && cfg.adapter.nats.servers.length === 0) {
+    c.fail('adapter.nats.servers', 'must list at least one server when adapter.driver is nats (or set NATS_SERVERS)', undefined, false);
+  }
+  if (cfg.delta_compression.cluster_coordination === true && cfg.adapter.driver === 'local') {
+    c.fail('delta_compression.cluster_coordination', 'needs adapter.driver redis, redis-cluster or nats (it is local)', undefined, false);
+  }
+  for (const [lo, hi] of [['database.redis.pool_min', 'database.redis.pool_max'], ['database.pooling.min', 'database.pooling.max']] as const) {
+    const [a, b] = [lo, hi].map((k) => k.split('.').reduce<unknown>((o, p) => (o as Record<string, unknown>)[p], cfg)) as number[];
+    if (c.ok(lo, hi) && a > b) c.fail(lo, `must be ≤ ${hi} (${b})`, a);
+  }
+  if (cfg.cors.credentials === true && cfg.cors.origin.includes('*')) {
+    c.fail('cors.origin', "must not contain '*' when cors.credentials is true (browsers reject a wildcard origin with credentials); list the allowed origins", cfg.cors.origin);
+  }
+  if (c.ok('metrics.prefix') && !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(cfg.metrics.prefix)) {
+    c.fail('metrics.prefix', 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', cfg.metrics.prefix);
+  }
+}
+
+function unreadable(path: string): string | null {
+  if (path === '') return 'not set';
+  try {
+    accessSync(path, fsc.R_OK);
+    return statSync(path).isFile() ? null : 'not a file';
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? 'unreadable';
+  }
+}

@@ -1,0 +1,71 @@
+// GET /apps/{id}/channels, /channels/{name}, /channels/{name}/users: answered by the
+// owner shards (the list is a scatter-gather over all of them).
+
+import type { AppConfig } from '../config/types';
+import { isPresence, validateChannelName } from '../protocol/channels';
+import type { ApiDeps } from './deps';
+import { jsonError, type ApiResponse } from './request';
+
+/** Parses `info=a,b`; returns the set or an error naming the attribute that is not allowed. */
+function parseInfo(raw: string | undefined, allowed: readonly string[]): Set<string> | ApiResponse {
+  const out = new Set<string>();
+  if (!raw) return out;
+  for (const part of raw.split(',')) {
+    const attr = part.trim();
+    if (attr === '') continue;
+    if (!allowed.includes(attr)) {
+      return jsonError(400, `info attribute ${JSON.stringify(attr)} is not allowed here (allowed: ${allowed.join(', ')})`);
+    }
+    out.add(attr);
+  }
+  return out;
+}
+
+function decodeChannel(app: AppConfig, raw: string): string | ApiResponse {
+  let channel: string;
+  try {
+    channel = decodeURIComponent(raw);
+  } catch {
+    return jsonError(400, 'channel name in the path is not valid percent-encoding');
+  }
+  const bad = validateChannelName(channel, app.max_channel_name_length);
+  return bad === null ? channel : jsonError(400, `invalid channel ${JSON.stringify(channel)}: ${bad}`);
+}
+
+export async function getChannels(deps: ApiDeps, app: AppConfig, params: Map<string, string>): Promise<ApiResponse> {
+  const info = parseInfo(params.get('info'), ['user_count']);
+  if (!(info instanceof Set)) return info;
+  const prefix = params.get('filter_by_prefix') ?? '';
+  const list = await deps.channelList(app, prefix);
+  if (info.has('user_count') && list.some(([name]) => !isPresence(name))) {
+    return jsonError(400, 'user_count can only be requested for presence channels: add filter_by_prefix=presence-');
+  }
+  const channels: Record<string, { user_count?: number }> = {};
+  for (const [name, users] of list.sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+    channels[name] = info.has('user_count') ? { user_count: users ?? 0 } : {};
+  }
+  return { status: 200, body: { channels } };
+}
+
+export async function getChannel(deps: ApiDeps, app: AppConfig, rawName: string, params: Map<string, string>): Promise<ApiResponse> {
+  const channel = decodeChannel(app, rawName);
+  if (typeof channel !== 'string') return channel;
+  const info = parseInfo(params.get('info'), ['subscription_count', 'user_count']);
+  if (!(info instanceof Set)) return info;
+  if (info.has('user_count') && !isPresence(channel)) {
+    return jsonError(400, 'user_count can only be requested for presence channels');
+  }
+  const r = await deps.channelInfo(app, channel);
+  const body: Record<string, unknown> = { occupied: r.occupied };
+  if (info.has('subscription_count')) body.subscription_count = r.subscription_count;
+  if (info.has('user_count')) body.user_count = r.user_count ?? 0;
+  return { status: 200, body };
+}
+
+export async function getUsers(deps: ApiDeps, app: AppConfig, rawName: string): Promise<ApiResponse> {
+  const channel = decodeChannel(app, rawName);
+  if (typeof channel !== 'string') return channel;
+  if (!isPresence(channel)) return jsonError(400, 'users can only be listed for presence channels');
+  const members = await deps.members(app, channel);
+  return { status: 200, body: { users: members.map(([id]) => ({ id })) } };
+}

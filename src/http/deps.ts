@@ -1,0 +1,21 @@
+import type { Logger } from 'pino';
+import type { AppRegistry } from '../apps/registry';
+import type { ChannelInfo } from '../bus/messages';
+import type { AppConfig, Config } from '../config/types';
+import type { Fanout } from '../shard/fanout';
+
+/** What the HTTP API needs, built once in shard/worker.ts. */
+export interface ApiDeps {
+  config: Config;
+  apps: AppRegistry;
+  fanout: Fanout;
+  log: Logger;
+  /** True once the shard is shutting down: answers close their connection. */
+  stopping(): boolean;
+  /** Asks the channel's owner shard. */
+  channelInfo(app: AppConfig, channel: string): Promise<ChannelInfo>;
+  /** Scatter-gather over every shard: occupied channels with this prefix. */
+  channelList(app: AppConfig, prefix: string): Promise<[string, number | null][]>;
+  /** Presence members of a channel as [user_id, user_info]. */
+  members(app: AppConfig, channel: string): Promise<[unknown, unknown][]>;
+}

@@ -1,0 +1,141 @@
+// POST /apps/{id}/events and /apps/{id}/batch_events: validate everything first, then
+// serialise each message once and hand it to every shard (publish frames).
+
+import type { AppConfig } from '../config/types';
+import { BusFullError } from '../bus/bus';
+import { isPresence, validateChannelName, validateEventName } from '../protocol/channels';
+import { isClientEvent } from '../protocol/events';
+import { frame } from '../protocol/frames';
+import { isValidSocketId } from '../protocol/socket-id';
+import type { ApiDeps } from './deps';
+import { jsonError, type ApiResponse } from './request';
+
+export interface ParsedEvent {
+  name: string;
+  data: string;
+  channels: string[];
+  socketId: string;
+  info: Set<string>;
+}
+
+const EVENT_INFO = new Set(['subscription_count', 'user_count']);
+
+/** Returns the validated event or the error response (`where` prefixes messages in a batch). */
+export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedEvent | ApiResponse {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return jsonError(400, `${where}must be a JSON object`);
+  const ev = raw as Record<string, unknown>;
+  const badName = validateEventName(ev.name, app.max_event_name_length);
+  if (badName !== null) return jsonError(400, `${where}${badName}`);
+  const name = ev.name as string;
+  if (isClientEvent(name)) return jsonError(400, `${where}event names starting with client- are reserved for client events`);
+  if (ev.data === undefined) return jsonError(400, `${where}data is required`);
+  const data = typeof ev.data === 'string' ? ev.data : JSON.stringify(ev.data);
+  const size = Buffer.byteLength(data);
+  if (size > app.max_event_payload_in_kb * 1024) {
+    return jsonError(413, `${where}data is ${size} bytes, more than the ${app.max_event_payload_in_kb} KB allowed`);
+  }
+  let channels: string[];
+  if (ev.channels !== undefined) {
+    if (!Array.isArray(ev.channels) || ev.channels.length === 0) return jsonError(400, `${where}channels must be a non-empty array of channel names`);
+    channels = ev.channels as string[];
+  } else if (ev.channel !== undefined) {
+    channels = [ev.channel as string];
+  } else {
+    return jsonError(400, `${where}channel or channels is required`);
+  }
+  if (channels.length > app.max_event_channels_at_once) {
+    return jsonError(400, `${where}${channels.length} channels given, more than the ${app.max_event_channels_at_once} allowed at once`);
+  }
+  for (const c of channels) {
+    const bad = validateChannelName(c, app.max_channel_name_length);
+    if (bad !== null) return jsonError(400, `${where}invalid channel ${JSON.stringify(c)}: ${bad}`);
+  }
+  if (new Set(channels).size !== channels.length) return jsonError(400, `${where}channels contains a channel twice`);
+  let socketId = '';
+  if (ev.socket_id !== undefined && ev.socket_id !== null) {
+    if (!isValidSocketId(ev.socket_id)) return jsonError(400, `${where}socket_id must look like "123.456"`);
+    socketId = ev.socket_id as string;
+  }
+  const info = new Set<string>();
+  if (ev.info !== undefined && ev.info !== null && ev.info !== '') {
+    if (typeof ev.info !== 'string') return jsonError(400, `${where}info must be a comma-separated string`);
+    for (const part of ev.info.split(',')) {
+      const attr = part.trim();
+      if (!EVENT_INFO.has(attr)) return jsonError(400, `${where}info attribute ${JSON.stringify(attr)} is not one of subscription_count, user_count`);
+      info.add(attr);
+    }
+  }
+  return { name, data, channels, socketId, info };
+}
+
+function isParsed(x: ParsedEvent | ApiResponse): x is ParsedEvent {
+  return (x as ParsedEvent).channels !== undefined;
+}
+
+function publish(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): void {
+  for (const channel of ev.channels) {
+    deps.fanout.broadcast(app.id, channel, ev.socketId, frame(ev.name, ev.data, channel));
+  }
+}
+
+async function channelInfo(deps: ApiDeps, app: AppConfig, channel: string, info: Set<string>): Promise<Record<string, number>> {
+  const r = await deps.channelInfo(app, channel);
+  const out: Record<string, number> = {};
+  if (info.has('subscription_count')) out.subscription_count = r.subscription_count;
+  if (info.has('user_count') && isPresence(channel)) out.user_count = r.user_count ?? 0;
+  return out;
+}
+
+function parseBody(body: Buffer): { ok: true; value: unknown } | { ok: false; res: ApiResponse } {
+  if (body.length === 0) return { ok: false, res: jsonError(400, 'request body is empty: expected JSON') };
+  try {
+    return { ok: true, value: JSON.parse(body.toString('utf8')) };
+  } catch {
+    return { ok: false, res: jsonError(400, 'request body is not valid JSON') };
+  }
+}
+
+function busy(err: unknown): ApiResponse {
+  if (err instanceof BusFullError) return jsonError(503, 'server busy: internal queues are full, retry later');
+  throw err;
+}
+
+export async function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Promise<ApiResponse> {
+  const parsed = parseBody(body);
+  if (!parsed.ok) return parsed.res;
+  const ev = parseEvent(app, parsed.value, '');
+  if (!isParsed(ev)) return ev;
+  try {
+    publish(deps, app, ev);
+  } catch (err) {
+    return busy(err);
+  }
+  if (ev.info.size === 0) return { status: 200, body: { ok: true } };
+  const channels: Record<string, Record<string, number>> = {};
+  await Promise.all(ev.channels.map(async (c) => { channels[c] = await channelInfo(deps, app, c, ev.info); }));
+  return { status: 200, body: { channels } };
+}
+
+export async function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Promise<ApiResponse> {
+  const parsed = parseBody(body);
+  if (!parsed.ok) return parsed.res;
+  const batch = (parsed.value as { batch?: unknown } | null)?.batch;
+  if (!Array.isArray(batch)) return jsonError(400, 'batch must be an array of events');
+  if (batch.length > app.max_event_batch_size) {
+    return jsonError(400, `batch has ${batch.length} events, more than the ${app.max_event_batch_size} allowed`);
+  }
+  const events: ParsedEvent[] = [];
+  for (let i = 0; i < batch.length; i++) {
+    const ev = parseEvent(app, batch[i], `batch[${i}]: `);
+    if (!isParsed(ev)) return ev;
+    events.push(ev);
+  }
+  try {
+    for (const ev of events) publish(deps, app, ev);
+  } catch (err) {
+    return busy(err);
+  }
+  const out = await Promise.all(events.map((ev) =>
+    ev.info.size === 0 ? Promise.resolve({}) : channelInfo(deps, app, ev.channels[0], ev.info)));
+  return { status: 200, body: { batch: out } };
+}

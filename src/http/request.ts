@@ -1,0 +1,100 @@
+// The uWS HTTP contract, once: copy what is needed from `req` before anything async,
+// register onAborted, read the body with a size limit, cork every deferred write.
+
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+
+export interface ApiRequest {
+  method: string;
+  /** Raw path, as signed by clients (not decoded). */
+  path: string;
+  query: string;
+  params: string[];
+  headers: { authorization: string | null; origin: string | null; contentLength: number | null; forwardedFor: string | null };
+  ip: string;
+  body: Buffer;
+}
+
+export interface ApiResponse {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK', 204: '204 No Content', 400: '400 Bad Request', 401: '401 Unauthorized', 403: '403 Forbidden',
+  404: '404 Not Found', 405: '405 Method Not Allowed', 413: '413 Payload Too Large', 429: '429 Too Many Requests',
+  500: '500 Internal Server Error', 503: '503 Service Unavailable',
+};
+
+export function statusLine(status: number): string {
+  return STATUS_TEXT[status] ?? `${status} Unknown`;
+}
+
+export function jsonError(status: number, error: string): ApiResponse {
+  return { status, body: { error } };
+}
+
+const decoder = new TextDecoder();
+
+/** Copies the request; must be called synchronously in the route handler. */
+export function captureRequest(res: HttpResponse, req: HttpRequest, paramCount: number): ApiRequest {
+  const params: string[] = [];
+  for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
+  const cl = req.getHeader('content-length');
+  return {
+    method: req.getCaseSensitiveMethod().toUpperCase(),
+    path: req.getUrl(),
+    query: req.getQuery() ?? '',
+    params,
+    headers: {
+      authorization: req.getHeader('authorization') || null,
+      origin: req.getHeader('origin') || null,
+      contentLength: cl === '' ? null : Number(cl),
+      forwardedFor: req.getHeader('x-forwarded-for') || null,
+    },
+    ip: decoder.decode(res.getRemoteAddressAsText()),
+    body: Buffer.alloc(0),
+  };
+}
+
+/**
+ * Reads the whole body. Resolves null (after answering 413 itself) when the body is
+ * larger than `limit` bytes; the connection is closed then, as the rest is not read.
+ */
+export function readBody(res: HttpResponse, limit: number, state: { aborted: boolean }, onTooLarge: () => void): Promise<Buffer | null> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    res.onData((chunk, isLast) => {
+      if (done) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        done = true;
+        if (!state.aborted) onTooLarge();
+        resolve(null);
+        return;
+      }
+      // The chunk's memory is only valid during this callback: copy it.
+      chunks.push(Buffer.from(new Uint8Array(chunk)));
+      if (isLast) {
+        done = true;
+        resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      }
+    });
+  });
+}
+
+export function writeResponse(res: HttpResponse, r: ApiResponse, extraHeaders: Record<string, string>, closeConnection = false): void {
+  res.cork(() => {
+    res.writeStatus(statusLine(r.status));
+    for (const k in extraHeaders) res.writeHeader(k, extraHeaders[k]);
+    if (r.headers) for (const k in r.headers) res.writeHeader(k, r.headers[k]);
+    if (r.status === 204) {
+      res.end(undefined, closeConnection);
+      return;
+    }
+    res.writeHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify(r.body), closeConnection);
+  });
+}

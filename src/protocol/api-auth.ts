@@ -1,0 +1,146 @@
+/**
+ * Verification of signed HTTP API requests (Pusher's scheme), pure: no I/O, no clock.
+ *
+ *   string to sign = METHOD "\n" PATH "\n" QUERY
+ *   QUERY          = every query parameter except auth_signature, keys lowercased,
+ *                    sorted (code-unit order, as the SDKs sort), "k=v" joined by "&",
+ *                    values as decoded (URLSearchParams) — the SDKs sign raw values.
+ *   auth_signature = lowercase hex HMAC-SHA256(secret, string to sign)
+ *
+ * Decisions:
+ * - `Authorization: <key>:<signature>` is used only when the query has no auth_signature;
+ *   then auth_key may be absent from the query (if present it must equal the header key).
+ * - A repeated parameter (after lowercasing) is refused with 400: the signature would be
+ *   ambiguous.
+ * - PATH is signed as given; if it is percent-encoded, a signature over its decoded
+ *   form is accepted too (clients differ on '#' and the like in channel paths).
+ * - body_md5, when present, must match even for an empty body; required when non-empty.
+ * - Error messages may show the string to sign (Pusher does); never the secret.
+ */
+import { hmacSha256Hex, md5Hex, safeEqual } from './hmac';
+
+export interface SignedRequest {
+  method: string;
+  path: string;
+  /** raw query string without '?' */
+  query: string;
+  authorization: string | null;
+  body: Buffer;
+  nowSeconds: number;
+}
+
+export type ApiAuthResult =
+  | { ok: true; authKey: string; params: Map<string, string> }
+  | { ok: false; status: 401 | 400; error: string };
+
+/** auth_timestamp must be within this many seconds of server time, either way. */
+export const TIMESTAMP_TOLERANCE_S = 600;
+
+const RESERVED = new Set(['auth_key', 'auth_timestamp', 'auth_version', 'auth_signature', 'body_md5']);
+
+function fail(error: string, status: 401 | 400 = 401): ApiAuthResult {
+  return { ok: false, status, error };
+}
+
+/** METHOD\nPATH\nQUERY over params (keys already lowercased); auth_signature is left out. */
+export function apiStringToSign(method: string, path: string, params: ReadonlyMap<string, string>): string {
+  const keys = [...params.keys()].filter((k) => k !== 'auth_signature').sort();
+  let q = '';
+  for (const k of keys) q += (q === '' ? '' : '&') + k + '=' + params.get(k)!;
+  return method.toUpperCase() + '\n' + path + '\n' + q;
+}
+
+/** Parses `<key>:<signature>` (optionally with surrounding spaces); null if not that form. */
+function parseAuthorizationHeader(h: string): { key: string; signature: string } | null {
+  const m = /^\s*([^\s:]+):([0-9A-Fa-f]+)\s*$/.exec(h);
+  return m === null ? null : { key: m[1], signature: m[2] };
+}
+
+function decodedPath(path: string): string | null {
+  if (!path.includes('%')) return null;
+  try {
+    const d = decodeURIComponent(path);
+    return d === path ? null : d;
+  } catch {
+    return null;
+  }
+}
+
+export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: string) => string | null): ApiAuthResult {
+  const params = new Map<string, string>();
+  for (const [k, v] of new URLSearchParams(req.query)) {
+    const key = k.toLowerCase();
+    if (params.has(key)) return fail(`Duplicate query parameter '${key}'`, 400);
+    params.set(key, v);
+  }
+
+  let authKey = params.get('auth_key');
+  let signature = params.get('auth_signature');
+  if (signature === undefined && req.authorization !== null && req.authorization !== '') {
+    const h = parseAuthorizationHeader(req.authorization);
+    if (h === null) return fail('Malformed Authorization header: expected "<key>:<signature>"');
+    if (authKey !== undefined && authKey !== h.key) return fail('auth_key does not match the key in the Authorization header');
+    authKey = h.key;
+    signature = h.signature;
+  }
+  if (authKey === undefined || authKey === '') return fail('Missing auth_key');
+  if (signature === undefined || signature === '') return fail('Missing auth_signature');
+
+  const ts = params.get('auth_timestamp');
+  if (ts === undefined || ts === '') return fail('Missing auth_timestamp');
+  const version = params.get('auth_version');
+  if (version === undefined || version === '') return fail('Missing auth_version');
+  if (version !== '1.0') return fail(`Unsupported auth_version '${version}': must be 1.0`);
+  if (!/^\d{1,15}$/.test(ts)) return fail(`Invalid auth_timestamp '${ts}': must be a Unix time in seconds`);
+  const drift = req.nowSeconds - Number(ts);
+  if (Math.abs(drift) > TIMESTAMP_TOLERANCE_S) {
+    const when = drift > 0 ? `${drift} s in the past` : `${-drift} s in the future`;
+    return fail(`Timestamp expired: auth_timestamp ${ts} is ${when} (server time ${req.nowSeconds}, allowed ±${TIMESTAMP_TOLERANCE_S} s)`);
+  }
+
+  const secret = lookupSecret(authKey);
+  if (secret === null) return fail('Unknown auth_key');
+
+  const bodyMd5 = params.get('body_md5');
+  if (bodyMd5 === undefined) {
+    if (req.body.length > 0) return fail('Missing body_md5: required when the request has a body');
+  } else if (!safeEqual(bodyMd5.toLowerCase(), md5Hex(req.body))) {
+    return fail('body_md5 does not match the body');
+  }
+
+  const given = signature.toLowerCase();
+  const toSign = apiStringToSign(req.method, req.path, params);
+  if (safeEqual(given, hmacSha256Hex(secret, toSign))) return { ok: true, authKey, params };
+  const alt = decodedPath(req.path);
+  if (alt !== null && safeEqual(given, hmacSha256Hex(secret, apiStringToSign(req.method, alt, params)))) {
+    return { ok: true, authKey, params };
+  }
+  return fail(`Invalid signature: expected HMAC-SHA256 hex of the string to sign ${JSON.stringify(toSign)}`);
+}
+
+/**
+ * For tests and tools: the signed query string (values percent-encoded) for a request:
+ * auth_key, auth_timestamp, auth_version, body_md5 when the body is non-empty, the extra
+ * params, all sorted, then auth_signature last — the layout of the `pusher` SDK.
+ */
+export function signApiQuery(
+  key: string, secret: string, method: string, path: string,
+  params: Record<string, string>, body: string | Buffer, nowSeconds: number,
+): string {
+  const all = new Map<string, string>([
+    ['auth_key', key],
+    ['auth_timestamp', String(nowSeconds)],
+    ['auth_version', '1.0'],
+  ]);
+  if (body.length > 0) all.set('body_md5', md5Hex(body));
+  for (const [k, v] of Object.entries(params)) {
+    const lk = k.toLowerCase();
+    if (RESERVED.has(lk)) throw new Error(`${lk} is set by signApiQuery and cannot be passed as a parameter`);
+    if (all.has(lk)) throw new Error(`duplicate parameter '${lk}'`);
+    all.set(lk, v);
+  }
+  const signature = hmacSha256Hex(secret, apiStringToSign(method, path, all));
+  const keys = [...all.keys()].sort();
+  const q = keys.map((k) => encodeURIComponent(k) + '=' + encodeURIComponent(all.get(k)!)).join('&');
+  return q + '&auth_signature=' + signature;
+}

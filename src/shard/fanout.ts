@@ -1,0 +1,46 @@
+// Delivery of serialised messages to channel subscribers on every shard.
+// Bytes are produced once per publish; each shard hands them to uWS's native topic
+// publish, so JavaScript never loops over plain subscribers.
+
+import type { TemplatedApp } from 'uWebSockets.js';
+import type { Bus } from '../bus/bus';
+import type { PublishFrame } from '../bus/messages';
+import type { Socket } from '../ws/types';
+
+/** uWS topic of a channel. Channel names never contain a space, so this is unambiguous. */
+export function topicOf(app: string, channel: string): string {
+  return app + ' ' + channel;
+}
+
+export class Fanout {
+  constructor(
+    private readonly bus: Bus,
+    private readonly uws: TemplatedApp,
+    private readonly sockets: Map<string, Socket>,
+  ) {}
+
+  /**
+   * Sends `message` to every subscriber of `channel` in the process, except the socket
+   * `except` ('' for none). Throws BusFullError when a shard's queue is full.
+   */
+  broadcast(app: string, channel: string, except: string, message: string | Uint8Array): void {
+    const bytes = typeof message === 'string' ? Buffer.from(message) : message;
+    for (let shard = 0; shard < this.bus.threads - 1; shard++) {
+      this.bus.publish(shard, app, channel, except, bytes);
+    }
+  }
+
+  /** A publish frame arrived for this shard: hand it to uWS. */
+  deliverLocal(f: PublishFrame): void {
+    const topic = topicOf(f.app, f.channel);
+    if (f.except) {
+      const sender = this.sockets.get(f.except);
+      // ws.publish skips the publishing socket natively.
+      if (sender && !sender.getUserData().closed) {
+        sender.publish(topic, f.message, false);
+        return;
+      }
+    }
+    this.uws.publish(topic, f.message, false);
+  }
+}

@@ -1,0 +1,61 @@
+// client-* events: a subscriber of a private or presence channel talks to the other
+// subscribers. Refusals are pusher:error 4301 with the channel; the socket stays open.
+
+import { BusFullError } from '../bus/bus';
+import { ErrorCode } from '../protocol/codes';
+import { Ev } from '../protocol/events';
+import { errorFrame } from '../protocol/frames';
+import type { WsDeps } from './deps';
+import type { Socket, SocketData } from './types';
+
+export interface ClientFrame {
+  event: string;
+  channel?: unknown;
+  data?: unknown;
+}
+
+export function createClientEvents(deps: WsDeps) {
+  function refuse(ws: Socket, message: string, channel?: string) {
+    ws.send(errorFrame(deps.out(Ev.Error), ErrorCode.ClientEventRefused, message, channel), false);
+  }
+
+  /** Returns a refusal message, or null when this socket may send one more event now. */
+  function overRate(d: SocketData, limit: number, now: number): boolean {
+    if (now - d.evWindowStart >= 1000) {
+      d.evWindowStart = now;
+      d.evCount = 0;
+    }
+    d.evCount++;
+    return d.evCount > limit;
+  }
+
+  return function handleClientEvent(ws: Socket, d: SocketData, msg: ClientFrame, now: number): void {
+    const app = d.app!;
+    const channel = typeof msg.channel === 'string' ? msg.channel : undefined;
+    if (!app.enable_client_messages) return refuse(ws, 'Client events are not enabled for this app', channel);
+    if (channel === undefined) return refuse(ws, 'Client event needs a channel');
+    const sub = d.channels.get(channel);
+    if (!sub || !sub.joined) return refuse(ws, `Not subscribed to ${channel}`, channel);
+    if (sub.type === 'public') return refuse(ws, 'Client events are only allowed on private and presence channels', channel);
+    if (msg.event.length > app.max_event_name_length) {
+      return refuse(ws, `Event name is longer than ${app.max_event_name_length} characters`, channel);
+    }
+    if (overRate(d, app.max_client_events_per_second, now)) {
+      return refuse(ws, `Client event rate limit of ${app.max_client_events_per_second}/s reached`, channel);
+    }
+    const dataJson = JSON.stringify(msg.data === undefined ? null : msg.data);
+    if (Buffer.byteLength(dataJson) > app.max_event_payload_in_kb * 1024) {
+      return refuse(ws, `Client event payload is larger than ${app.max_event_payload_in_kb} KB`, channel);
+    }
+    let out = '{"event":' + JSON.stringify(msg.event) + ',"channel":' + JSON.stringify(channel) + ',"data":' + dataJson;
+    if (sub.type === 'presence') out += ',"user_id":' + JSON.stringify(sub.userId);
+    out += '}';
+    try {
+      deps.fanout.broadcast(app.id, channel, d.id, out);
+    } catch (err) {
+      if (!(err instanceof BusFullError)) throw err;
+      deps.log.warn({ channel }, 'client event dropped: internal queue full');
+      refuse(ws, 'Server busy: client event not delivered', channel);
+    }
+  };
+}

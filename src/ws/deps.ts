@@ -1,0 +1,29 @@
+import type { Logger } from 'pino';
+import type { TemplatedApp } from 'uWebSockets.js';
+import type { AppRegistry } from '../apps/registry';
+import type { Bus } from '../bus/bus';
+import type { Config } from '../config/types';
+import type { Fanout } from '../shard/fanout';
+import type { ConnectionCounters } from '../channels/counters';
+import type { Socket } from './types';
+
+/** What the WebSocket handlers need, built once in shard/worker.ts. */
+export interface WsDeps {
+  config: Config;
+  apps: AppRegistry;
+  shardId: number;
+  shards: number;
+  bus: Bus;
+  fanout: Fanout;
+  counters: ConnectionCounters;
+  /** This shard's open sockets by socket_id. */
+  sockets: Map<string, Socket>;
+  uws: TemplatedApp;
+  log: Logger;
+  /** True once the shard is shutting down: closing sockets need not tell the owners. */
+  stopping(): boolean;
+  /** Next socket_id of this shard. */
+  nextSocketId(): string;
+  /** Outgoing event name with the configured prefix. */
+  out(canonical: string): string;
+}

@@ -1,0 +1,176 @@
+// pusher:subscribe / pusher:unsubscribe and the cleanup of a closing socket.
+//
+// Public and private channels subscribe locally and answer at once, then tell the owner
+// shard (async). Presence asks the owner first (join → member snapshot) and subscribes
+// the socket to the uWS topic only when the answer arrives, so the snapshot and every
+// later member event reach the client in one order (per-pair FIFO owner → this shard).
+
+import type { AppConfig } from '../config/types';
+import type { PresenceJoinReply } from '../bus/messages';
+import { ownerOf, userKey } from '../channels/owner';
+import { channelType, validateChannelName } from '../protocol/channels';
+import { Ev } from '../protocol/events';
+import { frame } from '../protocol/frames';
+import { verifyChannelAuth } from '../protocol/hmac';
+import type { SubscriptionErrorType } from '../protocol/codes';
+import { topicOf } from '../shard/fanout';
+import type { WsDeps } from './deps';
+import type { Socket, SocketData, Subscription } from './types';
+
+interface SubscribeData {
+  channel?: unknown;
+  auth?: unknown;
+  channel_data?: unknown;
+}
+
+export interface Subscriptions {
+  subscribe(ws: Socket, d: SocketData, data: SubscribeData): void;
+  unsubscribe(ws: Socket, d: SocketData, channel: unknown): void;
+  /** The socket closed: give every subscription back to its owner. */
+  dropAll(d: SocketData): void;
+}
+
+export function createSubscriptions(deps: WsDeps): Subscriptions {
+  const { bus, shards, shardId } = deps;
+  const ownerFor = (app: AppConfig, channel: string) => ownerOf(app.id, channel, shards);
+
+  function subscriptionError(ws: Socket, channel: string, type: SubscriptionErrorType, error: string, status: number) {
+    ws.send(frame(deps.out(Ev.SubscriptionError), { type, error, status }, channel), false);
+  }
+
+  function succeeded(ws: Socket, channel: string, data: string) {
+    ws.send(frame(deps.out(Ev.SubscriptionSucceeded), data, channel), false);
+  }
+
+  /** Tells the owner a subscription went away (best effort: a full queue is logged). */
+  function release(app: AppConfig, channel: string, socketId: string, sub: Subscription) {
+    const owner = ownerFor(app, channel);
+    try {
+      if (sub.type === 'presence') {
+        bus.control(owner, { type: 'presence_leave', app: app.id, channel, socketId, userKey: sub.userKey!, shard: shardId });
+      } else {
+        bus.control(owner, { type: 'sub', app: app.id, channel, shard: shardId, delta: -1 });
+      }
+    } catch (err) {
+      deps.log.error({ err, channel }, 'could not tell the channel owner about an unsubscribe');
+    }
+  }
+
+  function presenceData(members: [unknown, unknown][]): string {
+    const ids: unknown[] = [];
+    const hash: Record<string, unknown> = {};
+    for (const [id, info] of members) {
+      ids.push(id);
+      hash[userKey(id)] = info === undefined ? null : info;
+    }
+    return JSON.stringify({ presence: { ids, hash, count: ids.length } });
+  }
+
+  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string) {
+    let parsed: { user_id?: unknown; user_info?: unknown };
+    try {
+      parsed = JSON.parse(channelData);
+    } catch {
+      return subscriptionError(ws, channel, 'AuthError', 'channel_data is not valid JSON', 401);
+    }
+    const uid = parsed?.user_id;
+    if (!(typeof uid === 'string' && uid.length > 0) && !(typeof uid === 'number' && Number.isFinite(uid))) {
+      return subscriptionError(ws, channel, 'AuthError', 'channel_data must contain a user_id (string or number)', 401);
+    }
+    const infoBytes = Buffer.byteLength(JSON.stringify(parsed.user_info ?? null));
+    if (infoBytes > app.max_presence_member_size_in_kb * 1024) {
+      return subscriptionError(ws, channel, 'LimitReached',
+        `user_info is ${infoBytes} bytes, more than the ${app.max_presence_member_size_in_kb} KB allowed`, 4301);
+    }
+    const sub: Subscription = { type: 'presence', userKey: userKey(uid), userId: uid, joined: false };
+    d.channels.set(channel, sub);
+    const owner = ownerFor(app, channel);
+    bus.request<PresenceJoinReply>(owner, {
+      type: 'presence_join', app: app.id, channel, socketId: d.id, userId: uid, userInfo: parsed.user_info,
+    }).then((reply) => {
+      const current = !d.closed && d.channels.get(channel) === sub;
+      if (!current) {
+        // Closed or unsubscribed while the owner answered: undo the join.
+        if (reply.ok) bus.control(owner, { type: 'presence_leave', app: app.id, channel, socketId: d.id, userKey: sub.userKey!, shard: shardId });
+        return;
+      }
+      if (!reply.ok) {
+        d.channels.delete(channel);
+        return subscriptionError(ws, channel, reply.type, reply.error, reply.status);
+      }
+      sub.joined = true;
+      ws.cork(() => {
+        ws.subscribe(topicOf(app.id, channel));
+        succeeded(ws, channel, presenceData(reply.members));
+      });
+    }, (err: Error) => {
+      deps.log.error({ err, channel }, 'presence join failed');
+      if (!d.closed && d.channels.get(channel) === sub) {
+        d.channels.delete(channel);
+        ws.cork(() => subscriptionError(ws, channel, 'LimitReached', 'server busy, try again', 4100));
+      }
+    });
+  }
+
+  function resendSucceeded(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
+    if (sub.type !== 'presence') return succeeded(ws, channel, '{}');
+    if (!sub.joined) return; // the answer to the first subscribe is on its way
+    bus.request<[unknown, unknown][]>(ownerFor(app, channel), { type: 'members', app: app.id, channel })
+      .then((members) => {
+        if (!d.closed && d.channels.get(channel) === sub) ws.cork(() => succeeded(ws, channel, presenceData(members)));
+      }, (err: Error) => deps.log.warn({ err, channel }, 'member snapshot for a repeated subscribe failed'));
+  }
+
+  return {
+    subscribe(ws, d, data) {
+      const app = d.app!;
+      const channel = data?.channel;
+      const invalid = validateChannelName(channel, app.max_channel_name_length);
+      if (invalid !== null || typeof channel !== 'string') {
+        const tooLong = typeof channel === 'string' && channel.length > app.max_channel_name_length;
+        return subscriptionError(ws, typeof channel === 'string' ? channel : '',
+          tooLong ? 'LimitReached' : 'InvalidChannel', invalid ?? 'channel must be a string', 4009);
+      }
+      const existing = d.channels.get(channel);
+      if (existing) return resendSucceeded(ws, d, app, channel, existing);
+
+      const type = channelType(channel);
+      if (type !== 'public') {
+        const channelData = type === 'presence' ? data.channel_data : undefined;
+        if (type === 'presence' && typeof channelData !== 'string') {
+          return subscriptionError(ws, channel, 'AuthError', 'presence channels need channel_data (a JSON string)', 401);
+        }
+        if (!verifyChannelAuth(data.auth, app.key, app.secret, d.id, channel, channelData as string | undefined)) {
+          return subscriptionError(ws, channel, 'AuthError',
+            data.auth === undefined ? `auth is required to subscribe to ${channel}` : `invalid signature for ${channel}`, 401);
+        }
+        if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string);
+      }
+      d.channels.set(channel, { type, userKey: null, userId: null, joined: true });
+      ws.subscribe(topicOf(app.id, channel));
+      succeeded(ws, channel, '{}');
+      try {
+        bus.control(ownerFor(app, channel), { type: 'sub', app: app.id, channel, shard: shardId, delta: 1 });
+      } catch (err) {
+        deps.log.error({ err, channel }, 'could not tell the channel owner about a subscribe');
+      }
+    },
+
+    unsubscribe(ws, d, channel) {
+      if (typeof channel !== 'string') return;
+      const sub = d.channels.get(channel);
+      if (!sub) return;
+      d.channels.delete(channel);
+      ws.unsubscribe(topicOf(d.app!.id, channel));
+      if (sub.joined) release(d.app!, channel, d.id, sub);
+    },
+
+    dropAll(d) {
+      if (!d.app || deps.stopping()) return;
+      for (const [channel, sub] of d.channels) {
+        if (sub.joined) release(d.app, channel, d.id, sub);
+      }
+      d.channels.clear();
+    },
+  };
+}

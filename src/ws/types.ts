@@ -1,0 +1,36 @@
+import type { WebSocket } from 'uWebSockets.js';
+import type { AppConfig } from '../config/types';
+import type { ChannelType } from '../protocol/channels';
+
+export interface Subscription {
+  type: ChannelType;
+  /** Presence only: the member key this socket joined as, and the user_id as given. */
+  userKey: string | null;
+  userId: unknown;
+  /** Presence only: false while the owner has not answered the join yet. */
+  joined: boolean;
+}
+
+/** Per-socket state, kept in uWS user data (never monkey-patched onto the socket). */
+export interface SocketData {
+  id: string;
+  /** null when the connection is refused at open (see `refuse`). */
+  app: AppConfig | null;
+  appIdx: number;
+  origin: string | null;
+  ip: string;
+  /** Set at upgrade when the connection must be refused right after it opens. */
+  refuse: { code: number; message: string } | null;
+  /** Counted against the app's max_connections (so close must give it back). */
+  counted: boolean;
+  closed: boolean;
+  channels: Map<string, Subscription>;
+  lastSeen: number;
+  /** When the server sent pusher:ping for inactivity, else 0. */
+  pingSentAt: number;
+  /** Client-event rate window. */
+  evWindowStart: number;
+  evCount: number;
+}
+
+export type Socket = WebSocket<SocketData>;

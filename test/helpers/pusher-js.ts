@@ -1,0 +1,47 @@
+// pusher-js (its Node build, unmodified) pointed at a test server, with an in-process
+// channel authorizer playing the application's auth endpoint.
+
+import PusherJS from 'pusher-js';
+import { channelAuth } from '../../src/protocol/hmac';
+import { APP } from './server';
+
+export interface PusherJsOptions {
+  /** Presence channel_data this client authorizes with ({user_id, user_info}). */
+  user?: { user_id: string | number; user_info?: unknown };
+  app?: { key: string; secret: string };
+  /** Make the authorizer refuse (as an app's endpoint answering 403 would). */
+  refuseAuth?: boolean;
+}
+
+export function pusherJs(port: number, opts: PusherJsOptions = {}): PusherJS {
+  const app = opts.app ?? APP;
+  return new PusherJS(app.key, {
+    cluster: 'mt1',
+    wsHost: '127.0.0.1',
+    wsPort: port,
+    forceTLS: false,
+    enabledTransports: ['ws'],
+    disableStats: true,
+    channelAuthorization: {
+      endpoint: 'unused',
+      transport: 'ajax',
+      customHandler: ({ socketId, channelName }, callback) => {
+        if (opts.refuseAuth) return callback(new Error('forbidden'), null);
+        const cd = channelName.startsWith('presence-') ? JSON.stringify(opts.user ?? { user_id: socketId }) : undefined;
+        callback(null, { auth: channelAuth(app.key, app.secret, socketId, channelName, cd), ...(cd ? { channel_data: cd } : {}) });
+      },
+    },
+  });
+}
+
+/** Resolves once pusher-js reports the connection state `connected`. */
+export function connected(client: PusherJS, timeoutMs = 5000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    if (client.connection.state === 'connected') return resolve(client.connection.socket_id);
+    const t = setTimeout(() => reject(new Error(`pusher-js not connected: ${client.connection.state}`)), timeoutMs);
+    client.connection.bind('connected', () => {
+      clearTimeout(t);
+      resolve(client.connection.socket_id);
+    });
+  });
+}

@@ -1,0 +1,178 @@
+// Test harness: a real ringcast (primary + shard threads) on an ephemeral port on
+// 127.0.0.1, real clients (raw `ws`, pusher-js, the `pusher` SDK).
+// RINGCAST_TEST_WORKERS picks the shard count (make test runs the suite with 1 and 4).
+
+import http from 'node:http';
+import Pusher from 'pusher';
+import WebSocket from 'ws';
+import { loadConfig, type ConfigInput } from '../../src/config';
+import type { Config } from '../../src/config/types';
+import { start, type RunningServer } from '../../src/main';
+import { channelAuth } from '../../src/protocol/hmac';
+
+export const WORKERS = Number(process.env.RINGCAST_TEST_WORKERS ?? '1');
+
+export const APP = { id: 'app-id', key: 'app-key', secret: 'app-secret' } as const;
+
+export interface TestServer {
+  port: number;
+  config: Config;
+  server: RunningServer;
+  wsUrl(key?: string, query?: string): string;
+  /** The `pusher` server SDK pointed at this server (no keep-alive, so stop() is quick). */
+  sdk(app?: { id: string; key: string; secret: string }): Pusher;
+  /** Registers a client to be disconnected before the server stops. */
+  track<T extends { disconnect(): void } | { close(): unknown }>(client: T): T;
+  /** Disconnects tracked clients, then stops the server. */
+  stop(): Promise<void>;
+}
+
+export async function startServer(overrides: ConfigInput = {}): Promise<TestServer> {
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      host: '127.0.0.1',
+      port: 0,
+      workers: WORKERS,
+      log: { level: 'error' },
+      apps: [{ ...APP }],
+      ...overrides,
+    },
+  });
+  const server = await start(config);
+  const agent = new http.Agent({ keepAlive: false });
+  const clients: ({ disconnect(): void } | { close(): unknown })[] = [];
+  return {
+    port: server.port,
+    config,
+    server,
+    wsUrl: (key = APP.key, query = '?protocol=7&client=js&version=8.4.0') => `ws://127.0.0.1:${server.port}/app/${key}${query}`,
+    sdk: (app = APP) => new Pusher({
+      appId: app.id, key: app.key, secret: app.secret,
+      host: '127.0.0.1', port: String(server.port), useTLS: false, agent,
+    }),
+    track: (client) => {
+      clients.push(client);
+      return client;
+    },
+    stop: async () => {
+      for (const c of clients.splice(0)) {
+        if ('disconnect' in c) c.disconnect();
+        else void c.close();
+      }
+      await server.stop();
+    },
+  };
+}
+
+export interface Frame {
+  event: string;
+  channel?: string;
+  data?: any;
+  user_id?: unknown;
+}
+
+/** A raw WebSocket client that records every frame and can wait for one. */
+export class RawClient {
+  readonly frames: Frame[] = [];
+  closeCode: number | null = null;
+  closeReason = '';
+  socketId = '';
+  private waiters: { pred: (f: Frame) => boolean; resolve: (f: Frame) => void; from: number }[] = [];
+  private closeWaiters: ((code: number) => void)[] = [];
+
+  constructor(readonly ws: WebSocket) {
+    ws.on('message', (raw) => {
+      const f = JSON.parse(raw.toString()) as Frame;
+      this.frames.push(f);
+      for (const w of [...this.waiters]) {
+        if (w.pred(f)) {
+          this.waiters.splice(this.waiters.indexOf(w), 1);
+          w.resolve(f);
+        }
+      }
+    });
+    ws.on('close', (code, reason) => {
+      this.closeCode = code;
+      this.closeReason = reason.toString();
+      for (const w of this.closeWaiters) w(code);
+    });
+  }
+
+  static async connect(url: string, opts: WebSocket.ClientOptions = {}): Promise<RawClient> {
+    const c = new RawClient(new WebSocket(url, opts));
+    const first = await c.next((f) => true, 5000);
+    if (first.event === 'pusher:connection_established') c.socketId = JSON.parse(first.data).socket_id;
+    return c;
+  }
+
+  send(obj: unknown): void {
+    this.ws.send(typeof obj === 'string' ? obj : JSON.stringify(obj));
+  }
+
+  /** Resolves with the first frame (already received or future) matching pred. */
+  next(pred: (f: Frame) => boolean, timeoutMs = 3000): Promise<Frame> {
+    const seen = this.frames.find(pred);
+    if (seen) {
+      this.frames.splice(this.frames.indexOf(seen), 1);
+      return Promise.resolve(seen);
+    }
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve: (f: Frame) => { clearTimeout(t); this.frames.splice(this.frames.indexOf(f), 1); resolve(f); }, from: this.frames.length };
+      const t = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        reject(new Error(`timed out waiting for a frame; got: ${JSON.stringify(this.frames)}`));
+      }, timeoutMs);
+      this.waiters.push(w);
+    });
+  }
+
+  event(event: string, channel?: string, timeoutMs?: number): Promise<Frame> {
+    return this.next((f) => f.event === event && (channel === undefined || f.channel === channel), timeoutMs);
+  }
+
+  /** Waits ms and asserts nothing matching arrived (returns the matches). */
+  async none(pred: (f: Frame) => boolean, ms = 300): Promise<Frame[]> {
+    await sleep(ms);
+    return this.frames.filter(pred);
+  }
+
+  async subscribe(channel: string, extra: Record<string, unknown> = {}): Promise<Frame> {
+    this.send({ event: 'pusher:subscribe', data: { channel, ...extra } });
+    return this.next((f) => f.channel === channel &&
+      (f.event === 'pusher_internal:subscription_succeeded' || f.event === 'pusher:subscription_error'));
+  }
+
+  /** Private/presence subscribe with a correct signature. */
+  subscribeAuthed(channel: string, channelData?: unknown, app: { key: string; secret: string } = APP): Promise<Frame> {
+    const cd = channelData === undefined ? undefined : JSON.stringify(channelData);
+    return this.subscribe(channel, { auth: channelAuth(app.key, app.secret, this.socketId, channel, cd), ...(cd ? { channel_data: cd } : {}) });
+  }
+
+  closed(timeoutMs = 3000): Promise<number> {
+    if (this.closeCode !== null) return Promise.resolve(this.closeCode);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error('socket did not close')), timeoutMs);
+      this.closeWaiters.push((c) => { clearTimeout(t); resolve(c); });
+    });
+  }
+
+  close(): Promise<number> {
+    if (this.closeCode === null) this.ws.close();
+    return this.closed();
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls fn until it returns true (or throws after timeoutMs). */
+export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs = 3000, what = 'condition'): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (await fn()) return;
+    await sleep(20);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
