@@ -2,6 +2,7 @@
 
 import { existsSync } from 'node:fs';
 import { ConfigError, loadConfig } from './config';
+import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
 
@@ -55,6 +56,7 @@ export async function main(argv: string[]): Promise<number> {
   let config;
   try {
     config = loadConfig({ file, env: process.env });
+    assertSupported(config);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`ringcast: invalid configuration: ${err.message}\n`);

@@ -9,6 +9,7 @@ import { createTopology, type BusTopology } from './bus/bus';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { ConnectionCounters } from './channels/counters';
+import { assertSupported } from './config/support';
 import type { Config } from './config/types';
 import { createLogger } from './log';
 import type { PrimaryCommand, ShardEvent, ShardInit } from './shard/init';
@@ -101,6 +102,7 @@ async function startOnce(config: Config, port: number, log: Logger): Promise<{ h
 
 /** Starts every shard on the configured port (0: a free one is picked) and resolves when all listen. */
 export async function start(config: Config, log: Logger = createLogger(config.log, { thread: 'primary' })): Promise<RunningServer> {
+  assertSupported(config);
   const attempts = config.port === 0 ? 5 : 1;
   for (let i = 0; i < attempts; i++) {
     const port = config.port === 0 ? await freePort(config.host) : config.port;
