@@ -65,6 +65,20 @@ export async function main(argv: string[]): Promise<number> {
     throw err;
   }
   const log = createLogger(config.log, { thread: 'primary' });
+  // Signal handlers go in before the shards start: a shard answers /up (and takes
+  // clients) as soon as it listens, before start() resolves, and a SIGTERM in that
+  // window must drain too, not kill the process. A second signal kills at once.
+  let signalled = false;
+  let onStop: (() => void) | null = null;
+  const onSignal = (sig: NodeJS.Signals) => {
+    log.info({ signal: sig }, 'shutting down');
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+    signalled = true;
+    onStop?.();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   let server;
   try {
     server = await start(config, log);
@@ -72,15 +86,10 @@ export async function main(argv: string[]): Promise<number> {
     log.fatal({ err }, 'could not start');
     return 1;
   }
+  const running = server;
   await new Promise<void>((resolve) => {
-    const onSignal = (sig: NodeJS.Signals) => {
-      log.info({ signal: sig }, 'shutting down');
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      void server.stop().then(resolve);
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
+    onStop = () => void running.stop().then(resolve);
+    if (signalled) onStop();
   });
   return 0;
 }

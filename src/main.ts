@@ -47,8 +47,25 @@ function freePort(host: string): Promise<number> {
   });
 }
 
+/**
+ * Node flags for shard threads: the process's own, minus module loaders (--import,
+ * --require, --loader). Shards are compiled JS; a test runner's TypeScript/mock hooks
+ * would otherwise be loaded again in every shard (measured: 4-shard start 2.8 s → 0.25 s).
+ */
+function shardExecArgv(): string[] {
+  const out: string[] = [];
+  const argv = process.execArgv;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (/^--(import|require|loader|experimental-loader)=/.test(a)) continue;
+    if (/^(--import|--require|-r|--loader|--experimental-loader)$/.test(a)) { i++; continue; }
+    out.push(a);
+  }
+  return out;
+}
+
 function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle; ready: Promise<ShardEvent> } {
-  const worker = new Worker(path.join(__dirname, 'shard', 'worker.js'), { workerData: init });
+  const worker = new Worker(path.join(__dirname, 'shard', 'worker.js'), { workerData: init, execArgv: shardExecArgv() });
   const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
   const ready = new Promise<ShardEvent>((resolve) => {
     worker.on('message', (e: ShardEvent) => {

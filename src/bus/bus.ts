@@ -5,7 +5,17 @@
 //
 // Frames addressed to the thread itself are handled by a direct call, so a shard that
 // publishes delivers to its own subscribers synchronously and in order.
-// Per-pair FIFO is the only ordering promise: A→B frames arrive in the order A wrote them.
+//
+// Order. Per pair, FIFO: A→B frames arrive in the order A wrote them. Across rings,
+// causal: every frame carries a stamp from one process-wide counter (`clock`), taken
+// just before it is written. A reader collects what its rings hold, notes the highest
+// stamp m, collects once more (anything stamped before m was written before the frame
+// stamped m was, so it is visible now), and delivers the frames stamped ≤ m in stamp
+// order, holding later ones for the next drain. So when a publish answered on shard A
+// is followed by one on shard B (a client awaiting each HTTP response, on a new
+// connection each time), every shard delivers them in that order. A publish to the
+// thread itself first delivers what the rings hold from before it. (Frames that wait
+// in a writer's spill queue because a ring is full are not covered.)
 
 import { DoorbellListener, DoorbellRinger } from './doorbell';
 import { RingReader, RingWriter } from './ring';
@@ -19,6 +29,8 @@ export interface BusTopology {
   /** rings[from][to]; null on the diagonal. */
   rings: (SharedArrayBuffer | null)[][];
   doorbells: SharedArrayBuffer[];
+  /** One Int32: the process-wide frame stamp counter (wraps; compared modulo 2^32). */
+  clock: SharedArrayBuffer;
   maxSpillBytes: number;
 }
 
@@ -49,6 +61,19 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+/** A frame read from a ring (or a publish to this thread), waiting for its turn. */
+interface Stamped {
+  stamp: number;
+  from: number;
+  type: number;
+  payload: Uint8Array | null;
+  local: PublishFrame | null;
+}
+
+/** a - b for stamps that wrap at 2^32. */
+const stampDiff = (a: number, b: number) => (a - b) | 0;
+const byStamp = (a: Stamped, b: Stamped) => stampDiff(a.stamp, b.stamp);
+
 export class Bus {
   private readonly writers: (RingWriter | null)[] = [];
   private readonly readers: (RingReader | null)[] = [];
@@ -57,12 +82,19 @@ export class Bus {
   private readonly pending = new Map<number, Pending>();
   private nextReq = 1;
   private handlers: BusHandlers | null = null;
+  private readonly clock: Int32Array;
+  /** Frames read but stamped after the last drain's horizon. */
+  private held: Stamped[] = [];
+  private redrain: NodeJS.Immediate | null = null;
+  /** Inside a handler: a frame to this thread is delivered at once (it follows the one being handled). */
+  private handling = false;
 
   constructor(
     readonly self: number,
     private readonly topo: BusTopology,
     private readonly requestTimeoutMs = 5000,
   ) {
+    this.clock = new Int32Array(topo.clock);
     for (let peer = 0; peer < topo.threads; peer++) {
       if (peer === self) {
         this.writers.push(null); this.readers.push(null); this.ringers.push(null);
@@ -99,10 +131,12 @@ export class Bus {
   /** Throws BusFullError when the ring and its spill queue to `to` are full (nothing taken). */
   publish(to: number, app: string, channel: string, except: string, message: Uint8Array): void {
     if (to === this.self) {
-      this.handlers!.onPublish({ app, channel, except, message });
+      const local = { app, channel, except, message };
+      if (this.handling) this.handlers!.onPublish(local);
+      else this.drain({ stamp: this.tick(), from: this.self, type: FrameType.Publish, payload: null, local });
       return;
     }
-    if (!this.writers[to]!.write(FrameType.Publish, encodePublish(app, channel, except, message))) {
+    if (!this.writers[to]!.write(FrameType.Publish, this.stamp(encodePublish(app, channel, except, message)))) {
       throw new BusFullError(to);
     }
   }
@@ -110,10 +144,16 @@ export class Bus {
   /** Throws BusFullError when full. */
   control(to: number, msg: ControlMsg): void {
     if (to === this.self) {
-      this.handlers!.onControl(msg, this.self);
+      const was = this.handling;
+      this.handling = true;
+      try {
+        this.handlers!.onControl(msg, this.self);
+      } finally {
+        this.handling = was;
+      }
       return;
     }
-    if (!this.writers[to]!.write(FrameType.Control, encodeControl(msg))) throw new BusFullError(to);
+    if (!this.writers[to]!.write(FrameType.Control, this.stamp(encodeControl(msg)))) throw new BusFullError(to);
   }
 
   request<T>(to: number, body: RequestBody): Promise<T> {
@@ -145,6 +185,8 @@ export class Bus {
 
   stop(): void {
     this.listener?.stop();
+    if (this.redrain) clearImmediate(this.redrain);
+    this.redrain = null;
     for (const w of this.writers) w?.close();
     for (const p of this.pending.values()) {
       clearTimeout(p.timer);
@@ -161,24 +203,67 @@ export class Bus {
     p.resolve(body);
   }
 
-  private drain(): void {
-    const h = this.handlers!;
+  private tick(): number {
+    return (Atomics.add(this.clock, 0, 1) + 1) | 0;
+  }
+
+  /** Writes a fresh stamp into the payload's first 4 bytes (big-endian). */
+  private stamp(payload: Uint8Array): Uint8Array {
+    const s = this.tick();
+    payload[0] = s >>> 24; payload[1] = s >>> 16; payload[2] = s >>> 8; payload[3] = s;
+    return payload;
+  }
+
+  private collect(into: Stamped[]): void {
     for (let peer = 0; peer < this.readers.length; peer++) {
       const reader = this.readers[peer];
       if (!reader) continue;
       reader.drain((type, payload) => {
-        try {
-          if (type === FrameType.Publish) {
-            h.onPublish(decodePublish(payload));
-          } else if (type === FrameType.Control) {
-            const msg = decodeControl(payload);
-            if (msg.type === 'reply') this.settle(msg.req, msg.body);
-            else h.onControl(msg, peer);
-          }
-        } catch (err) {
-          h.onError(err, type);
-        }
+        const stamp = (payload[0] << 24) | (payload[1] << 16) | (payload[2] << 8) | payload[3];
+        into.push({ stamp, from: peer, type, payload, local: null });
       });
+    }
+  }
+
+  /** Delivers, in stamp order, every frame whose causal predecessors are all here (see top). */
+  private drain(local?: Stamped): void {
+    if (this.redrain) clearImmediate(this.redrain);
+    this.redrain = null;
+    const batch = this.held;
+    this.held = [];
+    if (local) batch.push(local);
+    this.collect(batch);
+    if (batch.length === 0) return;
+    let horizon = batch[0].stamp;
+    for (const f of batch) if (stampDiff(f.stamp, horizon) > 0) horizon = f.stamp;
+    this.collect(batch);
+    batch.sort(byStamp);
+    this.handling = true;
+    try {
+      for (const f of batch) {
+        if (stampDiff(f.stamp, horizon) > 0) this.held.push(f);
+        else this.deliver(f);
+      }
+    } finally {
+      this.handling = false;
+    }
+    if (this.held.length > 0) this.redrain = setImmediate(() => this.drain());
+  }
+
+  private deliver(f: Stamped): void {
+    const h = this.handlers!;
+    try {
+      if (f.local) {
+        h.onPublish(f.local);
+      } else if (f.type === FrameType.Publish) {
+        h.onPublish(decodePublish(f.payload!));
+      } else if (f.type === FrameType.Control) {
+        const msg = decodeControl(f.payload!);
+        if (msg.type === 'reply') this.settle(msg.req, msg.body);
+        else h.onControl(msg, f.from);
+      }
+    } catch (err) {
+      h.onError(err, f.type);
     }
   }
 }
@@ -198,5 +283,5 @@ export function createTopology(
     rings.push(row);
   }
   const doorbells = Array.from({ length: threads }, () => createBell());
-  return { threads, rings, doorbells, maxSpillBytes };
+  return { threads, rings, doorbells, clock: new SharedArrayBuffer(4), maxSpillBytes };
 }

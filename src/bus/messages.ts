@@ -35,8 +35,14 @@ export type RequestMsg = Extract<ControlMsg, { req: number; from: number }>;
 /** A request without the routing fields the bus fills in. */
 export type RequestBody = RequestMsg extends infer M ? (M extends RequestMsg ? Omit<M, 'req' | 'from'> : never) : never;
 
+/**
+ * Every frame payload starts with a u32 order stamp, left zero by the encoders and filled
+ * in by the bus when it writes the frame (see Bus: cross-ring order).
+ */
+export const STAMP_BYTES = 4;
+
 // ── Publish frame codec ──────────────────────────────────────────────────────
-// [u16 appLen][app utf8][u16 channelLen][channel utf8][u8 exceptLen][except ascii][message bytes]
+// [u32 stamp][u16 appLen][app utf8][u16 channelLen][channel utf8][u8 exceptLen][except ascii][message bytes]
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -54,9 +60,9 @@ export function encodePublish(app: string, channel: string, except: string, mess
   const c = enc.encode(channel);
   const x = enc.encode(except);
   if (a.length > 0xffff || c.length > 0xffff || x.length > 0xff) throw new RangeError('publish header field too long');
-  const out = new Uint8Array(2 + a.length + 2 + c.length + 1 + x.length + message.length);
+  const out = new Uint8Array(STAMP_BYTES + 2 + a.length + 2 + c.length + 1 + x.length + message.length);
   const dv = new DataView(out.buffer);
-  let o = 0;
+  let o = STAMP_BYTES;
   dv.setUint16(o, a.length); o += 2; out.set(a, o); o += a.length;
   dv.setUint16(o, c.length); o += 2; out.set(c, o); o += c.length;
   out[o++] = x.length; out.set(x, o); o += x.length;
@@ -66,7 +72,7 @@ export function encodePublish(app: string, channel: string, except: string, mess
 
 export function decodePublish(buf: Uint8Array): PublishFrame {
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  let o = 0;
+  let o = STAMP_BYTES;
   const al = dv.getUint16(o); o += 2;
   const app = dec.decode(buf.subarray(o, o + al)); o += al;
   const cl = dv.getUint16(o); o += 2;
@@ -76,10 +82,14 @@ export function decodePublish(buf: Uint8Array): PublishFrame {
   return { app, channel, except, message: buf.subarray(o) };
 }
 
+/** [u32 stamp][JSON utf8] */
 export function encodeControl(msg: ControlMsg): Uint8Array {
-  return enc.encode(JSON.stringify(msg));
+  const json = JSON.stringify(msg);
+  const out = new Uint8Array(STAMP_BYTES + json.length * 3);
+  const { written } = enc.encodeInto(json, out.subarray(STAMP_BYTES));
+  return out.subarray(0, STAMP_BYTES + written);
 }
 
 export function decodeControl(buf: Uint8Array): ControlMsg {
-  return JSON.parse(dec.decode(buf)) as ControlMsg;
+  return JSON.parse(dec.decode(buf.subarray(STAMP_BYTES))) as ControlMsg;
 }

@@ -22,7 +22,7 @@ const EVENT_INFO = new Set(['subscription_count', 'user_count']);
 
 /** Returns the validated event or the error response (`where` prefixes messages in a batch). */
 export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedEvent | ApiResponse {
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return jsonError(400, `${where}must be a JSON object`);
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return jsonError(400, `${where || 'the request body '}must be a JSON object`);
   const ev = raw as Record<string, unknown>;
   const badName = validateEventName(ev.name, app.max_event_name_length);
   if (badName !== null) return jsonError(400, `${where}${badName}`);

@@ -58,10 +58,15 @@ export function captureRequest(res: HttpResponse, req: HttpRequest, paramCount: 
 }
 
 /**
- * Reads the whole body. Resolves null (after answering 413 itself) when the body is
- * larger than `limit` bytes; the connection is closed then, as the rest is not read.
+ * Reads the whole body. Resolves null when the body is larger than `limit` bytes. Up to
+ * `drainLimit` bytes such a body is read to its end without being kept, so that the 413
+ * reaches the client (answering mid-upload cuts the connection and the client sees a
+ * reset instead). Past `drainLimit` it answers 413 itself at once (onTooLarge) and the
+ * connection is closed, as the rest is not read.
  */
-export function readBody(res: HttpResponse, limit: number, state: { aborted: boolean }, onTooLarge: () => void): Promise<Buffer | null> {
+export function readBody(
+  res: HttpResponse, limit: number, drainLimit: number, state: { aborted: boolean }, onTooLarge: () => void,
+): Promise<Buffer | null> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -69,10 +74,18 @@ export function readBody(res: HttpResponse, limit: number, state: { aborted: boo
     res.onData((chunk, isLast) => {
       if (done) return;
       size += chunk.byteLength;
-      if (size > limit) {
+      if (size > drainLimit) {
         done = true;
         if (!state.aborted) onTooLarge();
         resolve(null);
+        return;
+      }
+      if (size > limit) {
+        chunks.length = 0; // drained, not kept
+        if (isLast) {
+          done = true;
+          resolve(null);
+        }
         return;
       }
       // The chunk's memory is only valid during this callback: copy it.

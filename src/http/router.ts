@@ -25,6 +25,8 @@ function corsHeaders(cors: Config['cors'], origin: string | null): Record<string
 export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   const { config, apps, log } = deps;
   const bodyLimit = config.http.request_limit_in_mb * 1024 * 1024;
+  /** A body over the limit but below this is read (and dropped) before the 413 (see readBody). */
+  const drainLimit = 4 * bodyLimit;
 
   /** Runs an async handler with the uWS contract (abort tracking, corked writes, no stack traces). */
   function serve(res: HttpResponse, req: ApiRequest, state: { aborted: boolean }, work: () => Promise<ApiResponse>) {
@@ -45,10 +47,10 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       res.onAborted(() => { state.aborted = true; });
       serve(res, req, state, async () => {
         if (method === 'post') {
-          if (req.headers.contentLength !== null && req.headers.contentLength > bodyLimit) {
+          if (req.headers.contentLength !== null && req.headers.contentLength > drainLimit) {
             return tooLarge();
           }
-          const body = await readBody(res, bodyLimit, state, () => {
+          const body = await readBody(res, bodyLimit, drainLimit, state, () => {
             state.aborted = true; // we answer now and drop the rest of the upload
             writeResponse(res, tooLarge(), corsHeaders(config.cors, req.headers.origin), true);
           });

@@ -35,8 +35,11 @@ export class Fanout {
     const topic = topicOf(f.app, f.channel);
     if (f.except) {
       const sender = this.sockets.get(f.except);
-      // ws.publish skips the publishing socket natively.
-      if (sender && !sender.getUserData().closed) {
+      // ws.publish skips the publishing socket natively. It publishes nothing at all
+      // when that socket has never subscribed to any topic (uWS: no subscriber record),
+      // e.g. a presence joiner whose member_added goes out before its own subscribe;
+      // a socket not subscribed to this topic cannot receive it anyway.
+      if (sender && !sender.getUserData().closed && sender.isSubscribed(topic)) {
         sender.publish(topic, f.message, false);
         return;
       }

@@ -2,7 +2,7 @@
 // frame dispatch, activity pings (4201) and cleanup on close.
 
 import uWS, { type WebSocketBehavior } from 'uWebSockets.js';
-import { CloseMessage, ErrorCode } from '../protocol/codes';
+import { CloseMessage, ErrorCode, WsClose } from '../protocol/codes';
 import { Ev, isClientEvent, normalizeIncomingEvent } from '../protocol/events';
 import { errorFrame, frame } from '../protocol/frames';
 import { originAllowed } from '../protocol/origin';
@@ -28,6 +28,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
   const clientEvent = createClientEvents(deps);
   const activityMs = config.websocket.activity_timeout * 1000;
   const pongMs = config.websocket.pong_timeout * 1000;
+  const maxPayload = config.websocket.max_payload_kb * 1024;
   const established = (id: string) => frame(deps.out(Ev.ConnectionEstablished),
     JSON.stringify({ socket_id: id, activity_timeout: config.websocket.activity_timeout }));
 
@@ -68,7 +69,10 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
   }
 
   return {
-    maxPayloadLength: config.websocket.max_payload_kb * 1024,
+    // uWS cuts a frame over maxPayloadLength without a close frame (the client sees 1006).
+    // Give it headroom so that message() can close over-limit frames with 1009 as the
+    // protocol says; only frames over 4× the limit are still cut by uWS.
+    maxPayloadLength: Math.min(maxPayload * 4, 2 ** 31 - 1),
     maxBackpressure: config.websocket.max_bytes,
     closeOnBackpressureLimit: 0,
     // uWS idle timeout is a backstop behind the protocol's own ping/pong (4201).
@@ -131,6 +135,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     message(ws, message) {
       const d = ws.getUserData();
       if (d.refuse) return;
+      if (message.byteLength > maxPayload) return ws.end(WsClose.MessageTooBig, 'Message too big');
       const now = Date.now();
       d.lastSeen = now;
       d.pingSentAt = 0;

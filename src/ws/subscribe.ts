@@ -8,7 +8,7 @@
 import type { AppConfig } from '../config/types';
 import type { PresenceJoinReply } from '../bus/messages';
 import { ownerOf, userKey } from '../channels/owner';
-import { channelType, validateChannelName } from '../protocol/channels';
+import { channelType, isServerToUser, validateChannelName } from '../protocol/channels';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { verifyChannelAuth } from '../protocol/hmac';
@@ -130,6 +130,12 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         const tooLong = typeof channel === 'string' && channel.length > app.max_channel_name_length;
         return subscriptionError(ws, typeof channel === 'string' ? channel : '',
           tooLong ? 'LimitReached' : 'InvalidChannel', invalid ?? 'channel must be a string', 4009);
+      }
+      // '#server-to-user-<id>' carries events for the sockets signed in as that user: a
+      // plain subscribe must not open it to anyone (no socket is signed in here yet; the
+      // pusher:signin handling must let a socket signed in as <id> through).
+      if (isServerToUser(channel)) {
+        return subscriptionError(ws, channel, 'AuthError', `${channel} is only for sockets signed in as that user`, 401);
       }
       const existing = d.channels.get(channel);
       if (existing) return resendSucceeded(ws, d, app, channel, existing);

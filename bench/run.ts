@@ -1,0 +1,312 @@
+// Benchmark entry point: every scenario against every target, medians of N runs, one
+// JSON line per scenario/target on stdout, then a Markdown table with the ratios
+// ringcast / soketi and ringcast / ceiling. Progress goes to stderr.
+//
+//   node dist/bench/run.js [options]        (make bench: the whole comparison)
+//   node dist/bench/run.js --help
+//
+// Everything it starts (servers, load generators, the publisher) is stopped at the end,
+// on errors, on Ctrl-C and on SIGTERM; servers run under a guard process that stops them
+// even if this process is killed outright.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DEFAULT_SOCKETS_PER_PROC, openFilesLimit } from './harness/load';
+import { killAllNow, liveCount } from './harness/procs';
+import { jsonLine, markdownTable, summarise, type TargetSummary } from './harness/report';
+import { SCENARIOS, type BenchOptions, type Result, type Scenario } from './harness/scenarios';
+import { freePort, type RunningTarget, type TargetDef } from './harness/target';
+import { ceilingTarget } from './targets/ceiling';
+import { ringcastTarget } from './targets/ringcast';
+import { soketiTarget } from './targets/soketi';
+
+const USAGE = `Usage: node dist/bench/run.js [options]
+
+  --scenarios LIST        fanout,latency,channels,idle,api (idle = idle-1ch,idle-spread) [all]
+  --targets LIST          ceiling,soketi,ringcast-1,ringcast-2 (ringcast = both)        [all]
+  --runs N                runs per scenario and target; the median is reported        [3]
+  --duration S            publish window of every publishing scenario (overrides the four below)
+  --fanout-duration S     [15]   --latency-duration S [8]
+  --channels-duration S   [6]    --api-duration S     [6]
+  --warmup S              publishing before each measured window                      [1]
+  --conns N               connection count of every scenario (overrides the ones below)
+  --fanout-subs N         [1000]   --latency-subs N    [1000]   --rate N (latency) [200]
+  --channels-conns N      [10000]  --channels-per-conn N [2]
+  --idle-conns N          [19000]  --idle-spread N (channels of idle-spread)        [100]
+  --api-conns N           keep-alive connections of the publisher                     [16]
+  --pipeline N            requests in flight per publisher connection                 [1]
+  --pub-procs N           publisher processes sharing those connections               [1]
+  --payload N             bytes of each event's data                                  [100]
+  --gen-procs N           load-generator processes (0 = automatic: ≥2, --sockets-per-proc each) [0]
+  --sockets-per-proc N    sockets per generator process when automatic                [9500]
+  --src-addrs N           spread subscribers over 127.0.0.<base>..<base+N-1> (0 = 127.0.0.1) [32]
+  --src-base N            first last octet of those addresses                         [2]
+  --connect-concurrency N WebSocket upgrades in flight per generator process          [256]
+  --max-minutes M         start no new run after M minutes (runs left are reported as skipped) [18]
+  --json FILE             also append the JSON lines to FILE
+  --help
+
+Short smoke run:  node dist/bench/run.js --runs 1 --duration 2 --warmup 0.5 --conns 50`;
+
+interface Cli {
+  scenarios: Scenario[];
+  targets: TargetDef[];
+  opts: BenchOptions;
+  maxMinutes: number;
+  jsonFile: string | null;
+}
+
+function parseArgs(argv: string[]): Cli {
+  const kv = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--help' || a === '-h') {
+      process.stdout.write(USAGE + '\n');
+      process.exit(0);
+    }
+    if (!a.startsWith('--')) throw new Error(`unexpected argument "${a}"`);
+    const eq = a.indexOf('=');
+    if (eq > 0) kv.set(a.slice(2, eq), a.slice(eq + 1));
+    else {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      kv.set(a.slice(2), v);
+    }
+  }
+  const known = new Set(['scenarios', 'targets', 'runs', 'duration', 'fanout-duration', 'latency-duration', 'channels-duration',
+    'api-duration', 'warmup', 'conns', 'fanout-subs', 'latency-subs', 'rate', 'channels-conns', 'channels-per-conn',
+    'idle-conns', 'idle-spread', 'api-conns', 'pipeline', 'pub-procs', 'payload', 'gen-procs', 'src-addrs', 'src-base',
+    'connect-concurrency', 'max-minutes', 'json', 'sockets-per-proc']);
+  for (const k of kv.keys()) if (!known.has(k)) throw new Error(`unknown option --${k} (see --help)`);
+  const num = (k: string, def: number, min = 0): number => {
+    const v = kv.get(k);
+    if (v === undefined) return def;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < min) throw new Error(`--${k} must be a number ≥ ${min}, got "${v}"`);
+    return n;
+  };
+  const int = (k: string, def: number, min = 0): number => Math.floor(num(k, def, min));
+  const conns = kv.has('conns') ? int('conns', 0, 1) : null;
+  const dur = kv.has('duration') ? num('duration', 0, 0.1) : null;
+
+  const allTargets: Record<string, TargetDef[]> = {
+    ceiling: [ceilingTarget], soketi: [soketiTarget], 'ringcast-1': [ringcastTarget(1)], 'ringcast-2': [ringcastTarget(2)],
+  };
+  allTargets.ringcast = [...allTargets['ringcast-1'], ...allTargets['ringcast-2']];
+  allTargets.all = [ceilingTarget, soketiTarget, ...allTargets.ringcast];
+  const targets: TargetDef[] = [];
+  for (const n of (kv.get('targets') ?? 'all').split(',').map((s) => s.trim()).filter(Boolean)) {
+    const t = allTargets[n];
+    if (!t) throw new Error(`unknown target "${n}" (ceiling, soketi, ringcast-1, ringcast-2, ringcast, all)`);
+    for (const x of t) if (!targets.includes(x)) targets.push(x);
+  }
+  targets.sort((a, b) => allTargets.all.indexOf(a) - allTargets.all.indexOf(b));
+  const scenarios: Scenario[] = [];
+  for (const n of (kv.get('scenarios') ?? 'all').split(',').map((s) => s.trim()).filter(Boolean)) {
+    const picked = n === 'all' ? SCENARIOS : n === 'idle' ? SCENARIOS.filter((s) => s.id.startsWith('idle')) : SCENARIOS.filter((s) => s.id === n);
+    if (picked.length === 0) throw new Error(`unknown scenario "${n}" (${SCENARIOS.map((s) => s.id).join(', ')}, idle, all)`);
+    for (const s of picked) if (!scenarios.includes(s)) scenarios.push(s);
+  }
+  scenarios.sort((a, b) => SCENARIOS.indexOf(a) - SCENARIOS.indexOf(b));
+
+  const nAddr = int('src-addrs', 32);
+  const base = int('src-base', 2, 1);
+  if (nAddr > 0 && base + nAddr - 1 > 254) throw new Error('--src-base + --src-addrs must stay within 127.0.0.1..127.0.0.254');
+  const srcAddrs = Array.from({ length: nAddr }, (_, i) => `127.0.0.${base + i}`);
+
+  const opts: BenchOptions = {
+    host: '127.0.0.1',
+    runs: int('runs', 3, 1),
+    warmupS: num('warmup', 1),
+    fanout: { subs: conns ?? int('fanout-subs', 1000, 1), durationS: dur ?? num('fanout-duration', 15, 0.1) },
+    latency: { subs: conns ?? int('latency-subs', 1000, 1), rate: num('rate', 200, 0.1), durationS: dur ?? num('latency-duration', 8, 0.1) },
+    channels: { conns: conns ?? int('channels-conns', 10_000, 1), perConn: int('channels-per-conn', 2, 1), durationS: dur ?? num('channels-duration', 6, 0.1) },
+    idle: { conns: conns ?? int('idle-conns', 19_000, 1), spread: int('idle-spread', 100, 1) },
+    api: { durationS: dur ?? num('api-duration', 6, 0.1) },
+    apiConns: int('api-conns', 16, 1),
+    pipeline: int('pipeline', 1, 1),
+    pubProcs: int('pub-procs', 1, 1),
+    payloadBytes: int('payload', 100, 20),
+    genProcs: int('gen-procs', 0),
+    srcAddrs,
+    concurrency: int('connect-concurrency', 256, 1),
+    socketsPerProc: int('sockets-per-proc', DEFAULT_SOCKETS_PER_PROC, 1),
+  };
+  return { scenarios, targets, opts, maxMinutes: num('max-minutes', 18, 0.1), jsonFile: kv.get('json') ?? null };
+}
+
+const started = Date.now();
+function log(msg: string): void {
+  const s = Math.floor((Date.now() - started) / 1000);
+  process.stderr.write(`[${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}] ${msg}\n`);
+}
+
+let current: RunningTarget | null = null;
+let cleaning: Promise<void> | null = null;
+
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    const t = current;
+    current = null;
+    if (t) {
+      try {
+        await Promise.race([t.stop(), new Promise((r) => setTimeout(r, 10_000))]);
+      } catch { /* killed below */ }
+    }
+    killAllNow();
+  })();
+  return cleaning;
+}
+
+function onSignal(sig: NodeJS.Signals): void {
+  log(`${sig}: stopping everything this run started`);
+  void cleanup().then(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} took longer than ${Math.round(ms / 1000)} s`)), ms);
+    }),
+  ]);
+}
+
+function rotate<T>(a: T[], by: number): T[] {
+  if (a.length === 0) return a;
+  const k = by % a.length;
+  return [...a.slice(k), ...a.slice(0, k)];
+}
+
+async function main(): Promise<number> {
+  let cli: Cli;
+  try {
+    cli = parseArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`bench: ${(err as Error).message}\n`);
+    return 2;
+  }
+  const { scenarios, targets, opts } = cli;
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const deadline = started + cli.maxMinutes * 60_000;
+  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringcast-bench-'));
+  log(`bench: ${scenarios.map((s) => s.id).join(', ')} × ${targets.map((t) => t.name).join(', ')} × ${opts.runs} run(s); logs in ${tmpDir}`);
+  log(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+
+  const limit = openFilesLimit();
+  const biggest = Math.max(...scenarios.map((s) => (s.id.startsWith('idle') ? opts.idle.conns : s.id === 'channels' ? opts.channels.conns : s.id === 'api' ? 0 : opts.fanout.subs)));
+  if (biggest + 200 > limit) {
+    log(`warning: ${biggest} connections need more open files than the servers may have (limit ${limit}; they inherit this process's)`);
+  }
+
+  try {
+    for (const t of targets) {
+      if (t.prepare) await t.prepare(log);
+    }
+  } catch (err) {
+    fs.rmSync(tmpDir, { recursive: true, force: true });
+    throw err;
+  }
+
+  const summaries: TargetSummary[] = [];
+  let anyError = false;
+  let runCounter = 0;
+  // Rounds: every scenario × target once per round, so that if time runs out (or the
+  // machine's load drifts) every pair is hurt alike. Within a round a target's server is
+  // shared by the scenarios that allow it; idle scenarios get a new one each.
+  const results = new Map<string, Result[]>();
+  const errors = new Map<string, string[]>();
+  const key = (sc: Scenario, t: TargetDef): string => `${sc.id}\u0000${t.name}`;
+  const order = [...scenarios.filter((s) => !s.freshTarget), ...scenarios.filter((s) => s.freshTarget)];
+  for (let r = 0; r < opts.runs; r++) {
+    log(`round ${r + 1}/${opts.runs}`);
+    for (const tdef of targets) {
+      for (const sc of order) {
+        const k = key(sc, tdef);
+        if (!results.has(k)) results.set(k, []);
+        if (!errors.has(k)) errors.set(k, []);
+        if (Date.now() > deadline) {
+          errors.get(k)!.push(`run ${r + 1} skipped: past --max-minutes ${cli.maxMinutes}`);
+          continue;
+        }
+        try {
+          if (current && (sc.freshTarget || !current.alive())) {
+            await current.stop();
+            current = null;
+          }
+          if (!current) current = await tdef.start({ port: await freePort(), tmpDir });
+          const o = { ...opts, srcAddrs: rotate(opts.srcAddrs, runCounter++ * 5) };
+          const res = await withTimeout(sc.run(current, o, log), sc.budgetMs(opts), `${sc.id} on ${tdef.name}`);
+          // Numbers from a server that died on the way are not a result.
+          const died = current.exitReport();
+          if (died !== null) throw new Error(`the server died during the run: ${died}`);
+          results.get(k)!.push(res);
+          const shown = sc.metrics.map((m) => `${m.key}=${res[m.key]}`).join(' ');
+          log(`  ${sc.id} × ${tdef.name} (run ${r + 1}): ${shown}`);
+        } catch (err) {
+          anyError = true;
+          const msg = (err as Error).message;
+          errors.get(k)!.push(`run ${r + 1}: ${msg}`);
+          log(`  ${sc.id} × ${tdef.name} (run ${r + 1}) FAILED: ${msg}`);
+          // A failed run may leave the server in any state: the next run gets a new one.
+          if (current) {
+            await current.stop().catch(() => undefined);
+            current = null;
+          }
+          killAllNow();
+        }
+      }
+      if (current) {
+        await current.stop();
+        current = null;
+      }
+    }
+  }
+
+  for (const sc of scenarios) {
+    for (const tdef of targets) {
+      const k = key(sc, tdef);
+      const s = summarise(sc, tdef, results.get(k) ?? [], errors.get(k) ?? []);
+      summaries.push(s);
+      const line = jsonLine(s);
+      process.stdout.write(line + '\n');
+      if (cli.jsonFile) fs.appendFileSync(cli.jsonFile, line + '\n');
+    }
+  }
+
+  const o = opts;
+  const setup = [
+    `medians of ${o.runs} run(s)`,
+    `fan-out ${o.fanout.subs} subscribers × ${o.fanout.durationS} s`,
+    `latency ${o.latency.subs} subscribers × ${o.latency.rate} publishes/s × ${o.latency.durationS} s`,
+    `channels ${o.channels.conns} connections × ${o.channels.perConn} channels, ${o.channels.durationS} s`,
+    `idle ${o.idle.conns} connections (1 channel / ${o.idle.spread} channels)`,
+    `API ${o.api.durationS} s`,
+    `publisher ${o.apiConns} connection(s) × ${o.pipeline} in flight, ${o.payloadBytes}-byte data`,
+    `warm-up ${o.warmupS} s`,
+  ].join('; ');
+  process.stdout.write(`\n${setup}; ${os.cpus().length} cores, node ${process.version}\n\n` + markdownTable(scenarios, summaries, targets) + '\n');
+  log(`done in ${((Date.now() - started) / 60_000).toFixed(1)} min; processes left: ${liveCount()}`);
+  if (!anyError) fs.rmSync(tmpDir, { recursive: true, force: true });
+  else log(`server logs kept in ${tmpDir}`);
+  // A comparison target (soketi) failing is a result; ringcast or the ceiling never
+  // completing a scenario means the harness or ringcast is broken: exit 1 then.
+  const broken = summaries.filter((s) => s.ok_runs === 0 && s.target !== 'soketi');
+  for (const b of broken) log(`no successful run: ${b.scenario} × ${b.target}`);
+  return broken.length > 0 ? 1 : 0;
+}
+
+main().then(
+  async (code) => {
+    await cleanup();
+    process.exit(code);
+  },
+  async (err: unknown) => {
+    process.stderr.write(`bench: ${(err as Error)?.stack ?? String(err)}\n`);
+    await cleanup();
+    process.exit(1);
+  },
+);
