@@ -3,6 +3,7 @@ import type { AppRegistry } from '../apps/registry';
 import type { ChannelInfo } from '../bus/messages';
 import type { AppConfig, Config } from '../config/types';
 import type { Fanout } from '../shard/fanout';
+import type { MetricsSink } from '../metrics/types';
 
 /** What the HTTP API needs, built once in shard/worker.ts. */
 export interface ApiDeps {
@@ -10,6 +11,7 @@ export interface ApiDeps {
   apps: AppRegistry;
   fanout: Fanout;
   log: Logger;
+  metrics: MetricsSink;
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
   /** Asks the channel's owner shard. */

@@ -12,6 +12,7 @@ import { OwnerStore, ownerOf } from '../channels/owner';
 import type { AppConfig } from '../config/types';
 import { registerRoutes } from '../http/router';
 import { createLogger } from '../log';
+import { noMetrics, type MetricsSink } from '../metrics/types';
 import { ErrorCode } from '../protocol/codes';
 import { Ev, outName } from '../protocol/events';
 import { frame } from '../protocol/frames';
@@ -35,6 +36,7 @@ const sockets = new Map<string, Socket>();
 const bus = new Bus(shardId, init.topology);
 const fanout = new Fanout(bus, uws, sockets);
 const counters = new ConnectionCounters(init.counters);
+const metrics: MetricsSink = noMetrics;
 
 function broadcastSafe(app: string, channel: string, except: string, message: string) {
   try {
@@ -83,14 +85,14 @@ bus.start({
 
 let socketSeq = 0;
 const behavior = createWsBehavior({
-  config, apps, shardId, shards, bus, fanout, counters, sockets, uws, log, out,
+  config, apps, shardId, shards, bus, fanout, counters, sockets, uws, log, metrics, out,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });
 uws.ws('/app/:key', behavior);
 
 registerRoutes(uws, {
-  config, apps, fanout, log,
+  config, apps, fanout, log, metrics,
   stopping: () => stopping,
   channelInfo: (app: AppConfig, channel: string) =>
     bus.request<ChannelInfo>(ownerOf(app.id, channel, shards), { type: 'channel_info', app: app.id, channel }),

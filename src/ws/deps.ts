@@ -5,6 +5,7 @@ import type { Bus } from '../bus/bus';
 import type { Config } from '../config/types';
 import type { Fanout } from '../shard/fanout';
 import type { ConnectionCounters } from '../channels/counters';
+import type { MetricsSink } from '../metrics/types';
 import type { Socket } from './types';
 
 /** What the WebSocket handlers need, built once in shard/worker.ts. */
@@ -20,6 +21,7 @@ export interface WsDeps {
   sockets: Map<string, Socket>;
   uws: TemplatedApp;
   log: Logger;
+  metrics: MetricsSink;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */
