@@ -4,7 +4,7 @@
 NPM ?= npm
 NODE ?= node
 
-.PHONY: all install build run test test-1 test-4 bench clean
+.PHONY: all install build run test test-1 test-4 bench bench-smoke clean
 
 all: build
 
@@ -29,6 +29,13 @@ test-1: build
 
 test-4: build
 	TEST_WORKER_MODES=4 ./scripts/test.sh
+
+# The whole comparison: ceiling, soketi 1.6.1, ringcast workers 1 and 2; medians of 3 (< 20 min).
+bench: build
+	$(NODE) dist/bench/run.js --max-minutes 18
+
+bench-smoke: build
+	$(NODE) dist/bench/run.js --runs 1 --duration 2 --warmup 0.5 --conns 50
 
 clean:
 	rm -rf dist node_modules/.install-stamp

@@ -60,10 +60,10 @@ export class DoorbellRinger {
 }
 
 /**
- * Consumer side: calls onWake() once at start() (to drain what arrived before) and
- * then after every change of the counter. onWake runs as its own task, never
- * re-entrantly; if it throws, the loop is re-armed first and the error propagates
- * (from start(), or as an uncaught exception / unhandled rejection later).
+ * Consumer side: calls onWake() once inside start() (to drain what arrived before)
+ * and then, each time as its own task (never re-entrantly), after every change of
+ * the counter. If onWake throws, the loop is re-armed first and the error propagates
+ * (from start(), or later as an unhandled rejection / uncaught exception).
  */
 export class DoorbellListener {
   private readonly i32: Int32Array;

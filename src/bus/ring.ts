@@ -3,7 +3,7 @@
  *
  *  0              64            128                        128 + capacity   (bytes)
  *  ┌──────────────┬─────────────┬───────────────────────────────────────┐
- *  │HEAD CAPACITY │TAIL         │ free │ frame │ frame │ free   │WRAP…  │
+ *  │HEAD CAPACITY │TAIL WAITING │ free │ frame │ frame │ free   │WRAP…  │
  *  └──────────────┴─────────────┴──────▲───────────────▲────────────────┘
  *   reader's line  writer's line       head & mask     tail & mask
  *
@@ -26,7 +26,8 @@
  *  4. A whole frame is ≤ capacity / 2, so an empty ring takes it wherever head is.
  *     Chunks of one payload are consecutive: nothing is written between them.
  *  5. A frame taken by write() is never dropped or reordered: while the spill
- *     queue is non-empty, new frames queue behind it.
+ *     queue is non-empty, new frames queue behind it. A writer with spilled frames
+ *     sets WAITING and waits on HEAD; a drain that moved HEAD clears it and notifies.
  */
 import {
   ALIGN, CAPACITY, CHUNK, CHUNK_START, CHUNK_START_PREFIX, FRAME_HEADER_BYTES, HEAD,

@@ -42,9 +42,18 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
 
   function api(method: 'get' | 'post', pattern: string, paramCount: number, handler: ApiHandler) {
     uws[method](pattern, (res: HttpResponse, hreq: HttpRequest) => {
-      const req = captureRequest(res, hreq, paramCount);
+      // onAborted first: uWS aborts the process if a handler returns (or throws) without
+      // having answered or registered it.
       const state = { aborted: false };
       res.onAborted(() => { state.aborted = true; });
+      let req: ApiRequest;
+      try {
+        req = captureRequest(res, hreq, paramCount);
+      } catch (err) {
+        log.error({ err }, 'could not read an API request');
+        writeResponse(res, jsonError(400, 'unreadable request'), {}, true);
+        return;
+      }
       serve(res, req, state, async () => {
         if (method === 'post') {
           if (req.headers.contentLength !== null && req.headers.contentLength > drainLimit) {

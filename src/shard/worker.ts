@@ -11,6 +11,7 @@ import { ConnectionCounters } from '../channels/counters';
 import { OwnerStore, ownerOf } from '../channels/owner';
 import type { AppConfig } from '../config/types';
 import { registerRoutes } from '../http/router';
+import { deepFreeze } from '../config';
 import { createLogger } from '../log';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { ErrorCode } from '../protocol/codes';
@@ -22,7 +23,10 @@ import { Fanout } from './fanout';
 import type { PrimaryCommand, ShardEvent, ShardInit } from './init';
 
 const init = workerData as ShardInit;
-const { config, shardId, shards } = init;
+const { shardId, shards } = init;
+// Frozen again: structured cloning to this thread drops the primary's freeze, and
+// frozen arrays let protocol/origin.ts cache compiled origin matchers.
+const config = deepFreeze(init.config);
 const log = createLogger(config.log, { shard: shardId });
 const apps = new AppRegistry(config.apps);
 const prefix = config.protocol.event_prefix;

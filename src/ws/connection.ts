@@ -1,7 +1,7 @@
 // WebSocket connection lifecycle on /app/<key>: upgrade checks, connection_established,
 // frame dispatch, activity pings (4201) and cleanup on close.
 
-import uWS, { type WebSocketBehavior } from 'uWebSockets.js';
+import uWS, { type HttpRequest, type HttpResponse, type us_socket_context_t, type WebSocketBehavior } from 'uWebSockets.js';
 import { CloseMessage, ErrorCode, WsClose } from '../protocol/codes';
 import { Ev, isClientEvent, normalizeIncomingEvent } from '../protocol/events';
 import { errorFrame, frame } from '../protocol/frames';
@@ -68,6 +68,41 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     }
   }
 
+  function doUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t) {
+    const url = req.getUrl();
+    const secKey = req.getHeader('sec-websocket-key');
+    const proto = req.getHeader('sec-websocket-protocol');
+    const ext = req.getHeader('sec-websocket-extensions');
+    const originHeader = req.getHeader('origin');
+    let key = url.slice('/app/'.length);
+    if (key.endsWith('/')) key = key.slice(0, -1);
+    try {
+      key = decodeURIComponent(key);
+    } catch { /* keep raw: it will not match an app */ }
+    const app = apps.byKey(key) ?? null;
+    const origin = originHeader.length > 0 ? originHeader : null;
+    let refuse: SocketData['refuse'] = null;
+    if (!app) refuse = { code: ErrorCode.AppNotFound, message: `App key ${key} does not exist` };
+    else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };
+    else if (!originAllowed(origin, app.allowed_origins)) refuse = { code: ErrorCode.Unauthorized, message: CloseMessage[ErrorCode.Unauthorized] ?? 'Origin not allowed' };
+    const data: SocketData = {
+      id: deps.nextSocketId(),
+      app,
+      appIdx: app ? apps.index(app) : -1,
+      origin,
+      ip: decoder.decode(res.getRemoteAddressAsText()),
+      refuse,
+      counted: false,
+      closed: false,
+      channels: new Map(),
+      lastSeen: Date.now(),
+      pingSentAt: 0,
+      evWindowStart: 0,
+      evCount: 0,
+    };
+    res.upgrade(data, secKey, proto, ext, context);
+  }
+
   return {
     // uWS cuts a frame over maxPayloadLength without a close frame (the client sees 1006).
     // Give it headroom so that message() can close over-limit frames with 1009 as the
@@ -81,38 +116,13 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     compression: uWS.DISABLED,
 
     upgrade(res, req, context) {
-      const url = req.getUrl();
-      const secKey = req.getHeader('sec-websocket-key');
-      const proto = req.getHeader('sec-websocket-protocol');
-      const ext = req.getHeader('sec-websocket-extensions');
-      const originHeader = req.getHeader('origin');
-      let key = url.slice('/app/'.length);
-      if (key.endsWith('/')) key = key.slice(0, -1);
       try {
-        key = decodeURIComponent(key);
-      } catch { /* keep raw: it will not match an app */ }
-      const app = apps.byKey(key) ?? null;
-      const origin = originHeader.length > 0 ? originHeader : null;
-      let refuse: SocketData['refuse'] = null;
-      if (!app) refuse = { code: ErrorCode.AppNotFound, message: `App key ${key} does not exist` };
-      else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };
-      else if (!originAllowed(origin, app.allowed_origins)) refuse = { code: ErrorCode.Unauthorized, message: CloseMessage[ErrorCode.Unauthorized] ?? 'Origin not allowed' };
-      const data: SocketData = {
-        id: deps.nextSocketId(),
-        app,
-        appIdx: app ? apps.index(app) : -1,
-        origin,
-        ip: decoder.decode(res.getRemoteAddressAsText()),
-        refuse,
-        counted: false,
-        closed: false,
-        channels: new Map(),
-        lastSeen: Date.now(),
-        pingSentAt: 0,
-        evWindowStart: 0,
-        evCount: 0,
-      };
-      res.upgrade(data, secKey, proto, ext, context);
+        doUpgrade(res, req, context);
+      } catch (err) {
+        // uWS aborts the process if an upgrade handler returns without answering.
+        deps.log.error({ err }, 'WebSocket upgrade failed');
+        res.writeStatus('500 Internal Server Error').end('upgrade failed', true);
+      }
     },
 
     open(ws) {
@@ -135,7 +145,10 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     message(ws, message) {
       const d = ws.getUserData();
       if (d.refuse) return;
-      if (message.byteLength > maxPayload) return ws.end(WsClose.MessageTooBig, 'Message too big');
+      // The app's max_message_size_kb applies within the server-wide max_payload_kb.
+      if (message.byteLength > maxPayload || message.byteLength > d.app!.max_message_size_kb * 1024) {
+        return ws.end(WsClose.MessageTooBig, 'Message too big');
+      }
       const now = Date.now();
       d.lastSeen = now;
       d.pingSentAt = 0;
