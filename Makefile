@@ -4,7 +4,7 @@
 NPM ?= npm
 NODE ?= node
 
-.PHONY: all install build run test test-1 test-4 bench bench-smoke clean
+.PHONY: all install build deps run test test-1 test-4 bench bench-smoke clean
 
 all: build
 
@@ -17,17 +17,22 @@ install: node_modules/.install-stamp
 build: install
 	npx tsc -p tsconfig.json
 
+# Debian packages the tests drive for real (redis-server, redis-sentinel, nats-server);
+# installs only what is missing.
+deps:
+	./scripts/deps.sh
+
 run: build
 	$(NODE) bin/ringcast.js start --config config.yaml
 
 # The suite runs twice: with one shard and with four (cross-shard paths).
-test: build
+test: build deps
 	./scripts/test.sh
 
-test-1: build
+test-1: build deps
 	TEST_WORKER_MODES=1 ./scripts/test.sh
 
-test-4: build
+test-4: build deps
 	TEST_WORKER_MODES=4 ./scripts/test.sh
 
 # The whole comparison: ceiling, soketi 1.6.1, ringcast workers 1 and 2; medians of 3 (< 20 min).

@@ -55,7 +55,18 @@ export class BusTimeoutError extends Error {
   }
 }
 
+/** The peer was restarted (see Bus.rewire) before it answered: it never will. Answered like a timeout (503). */
+export class BusPeerRestartedError extends BusTimeoutError {
+  readonly peerRestarted = true;
+  constructor(to: number, type: string) {
+    super(to, type);
+    this.message = `thread ${to} was restarted before it answered ${type}`;
+  }
+}
+
 interface Pending {
+  to: number;
+  type: string;
   resolve(body: unknown): void;
   reject(err: Error): void;
   timer: NodeJS.Timeout;
@@ -88,6 +99,11 @@ export class Bus {
   private redrain: NodeJS.Immediate | null = null;
   /** Inside a handler: a frame to this thread is delivered at once (it follows the one being handled). */
   private handling = false;
+  /** After stop(): frames to other threads are refused (BusFullError), nobody may read them any more. */
+  private stopped = false;
+  /** Test hook (pauseDraining): the rings are not read until then; 0 = not paused. */
+  private pausedUntil = 0;
+  private pauseTimer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly self: number,
@@ -136,9 +152,44 @@ export class Bus {
       else this.drain({ stamp: this.tick(), from: this.self, type: FrameType.Publish, payload: null, local });
       return;
     }
-    if (!this.writers[to]!.write(FrameType.Publish, this.stamp(encodePublish(app, channel, except, message)))) {
+    if (this.stopped || !this.writers[to]!.write(FrameType.Publish, this.stamp(encodePublish(app, channel, except, message)))) {
       throw new BusFullError(to);
     }
+  }
+
+  /**
+   * publish() to every shard (threads 0 … threads − 2), all or nothing: when the ring and
+   * spill queue to any of them cannot take the frame, throws BusFullError having written
+   * nowhere (so a 503 means no subscriber got it). The frame is encoded once.
+   */
+  publishAll(app: string, channel: string, except: string, message: Uint8Array): void {
+    const shards = this.topo.threads - 1;
+    let payload: Uint8Array | null = null;
+    for (let to = 0; to < shards; to++) {
+      if (to === this.self) continue;
+      if (this.stopped) throw new BusFullError(to);
+      payload ??= encodePublish(app, channel, except, message);
+      if (!this.writers[to]!.wouldTake(payload.length)) throw new BusFullError(to);
+    }
+    for (let to = 0; to < shards; to++) {
+      if (to === this.self) this.publish(to, app, channel, except, message);
+      else if (!this.writers[to]!.write(FrameType.Publish, this.stamp(payload!))) throw new BusFullError(to); // not after wouldTake
+    }
+  }
+
+  /**
+   * Test hook (only wired when RINGCAST_TEST_HOOKS=1): stops reading the incoming rings
+   * for `ms`, as if this thread could not keep up; writers fill their rings, then their
+   * spill queues, then get BusFullError. Publishes to this thread itself wait too.
+   */
+  pauseDraining(ms: number): void {
+    if (this.pauseTimer) clearTimeout(this.pauseTimer);
+    this.pausedUntil = Date.now() + ms;
+    this.pauseTimer = setTimeout(() => {
+      this.pauseTimer = null;
+      this.pausedUntil = 0;
+      if (!this.stopped && this.handlers) this.drain();
+    }, ms);
   }
 
   /** Throws BusFullError when full. */
@@ -153,7 +204,7 @@ export class Bus {
       }
       return;
     }
-    if (!this.writers[to]!.write(FrameType.Control, this.stamp(encodeControl(msg)))) throw new BusFullError(to);
+    if (this.stopped || !this.writers[to]!.write(FrameType.Control, this.stamp(encodeControl(msg)))) throw new BusFullError(to);
   }
 
   request<T>(to: number, body: RequestBody): Promise<T> {
@@ -164,7 +215,7 @@ export class Bus {
         this.pending.delete(req);
         reject(new BusTimeoutError(to, body.type));
       }, this.requestTimeoutMs);
-      this.pending.set(req, { resolve: resolve as (b: unknown) => void, reject, timer });
+      this.pending.set(req, { to, type: body.type, resolve: resolve as (b: unknown) => void, reject, timer });
       try {
         this.control(to, msg);
       } catch (err) {
@@ -184,23 +235,68 @@ export class Bus {
   }
 
   stop(): void {
+    this.stopped = true;
+    if (this.pauseTimer) clearTimeout(this.pauseTimer);
+    this.pauseTimer = null;
     this.listener?.stop();
     if (this.redrain) clearImmediate(this.redrain);
     this.redrain = null;
     for (const w of this.writers) w?.close();
     for (const p of this.pending.values()) {
       clearTimeout(p.timer);
-      p.reject(new Error('bus stopped'));
+      p.reject(new BusTimeoutError(p.to, p.type)); // never answered: 503 for the API
     }
     this.pending.clear();
   }
 
-  private settle(req: number, body: unknown): void {
+  /**
+   * Thread `peer` was replaced by a new one (shard restart, see main.ts): from now on this
+   * thread talks to it over the fresh rings and doorbell the primary allocated. Complete
+   * publish frames the old thread left in its ring are still delivered (an answered API
+   * publish reaches the surviving subscribers); its control frames are dropped (its
+   * records are rebuilt instead). Frames still queued to the old thread (ring or spill)
+   * are dropped, and requests waiting for its answer are rejected at once with
+   * BusPeerRestartedError.
+   */
+  rewire(peer: number, toPeer: SharedArrayBuffer, fromPeer: SharedArrayBuffer, doorbell: SharedArrayBuffer): void {
+    if (peer === this.self || this.stopped) return;
+    const old = this.readers[peer];
+    try {
+      old?.drain((type, payload) => {
+        if (type !== FrameType.Publish) return;
+        const stamp = (payload[0] << 24) | (payload[1] << 16) | (payload[2] << 8) | payload[3];
+        this.held.push({ stamp, from: peer, type, payload, local: null });
+      });
+    } catch (err) {
+      this.handlers?.onError(err, FrameType.Publish); // a torn chunked frame: drop the rest
+    }
+    this.held = this.held.filter((f) => f.from !== peer || f.type === FrameType.Publish);
+    this.writers[peer]?.close();
+    const ringer = new DoorbellRinger(doorbell);
+    this.ringers[peer] = ringer;
+    this.writers[peer] = new RingWriter(toPeer, { maxSpillBytes: this.topo.maxSpillBytes, onWritten: () => ringer.request() });
+    this.readers[peer] = new RingReader(fromPeer);
+    this.topo.rings[this.self][peer] = toPeer;
+    this.topo.rings[peer][this.self] = fromPeer;
+    this.topo.doorbells[peer] = doorbell;
+    for (const [req, p] of this.pending) {
+      if (p.to !== peer) continue;
+      this.pending.delete(req);
+      clearTimeout(p.timer);
+      p.reject(new BusPeerRestartedError(peer, p.type));
+    }
+    // Frames the new thread wrote before this rewire rang a doorbell this thread already
+    // answered from the old ring: look again (and deliver the held publishes).
+    if (this.handlers && !this.redrain) this.redrain = setImmediate(() => this.drain());
+  }
+
+  private settle(req: number, body: unknown): boolean {
     const p = this.pending.get(req);
-    if (!p) return; // timed out already
+    if (!p) return false; // timed out already
     this.pending.delete(req);
     clearTimeout(p.timer);
     p.resolve(body);
+    return true;
   }
 
   private tick(): number {
@@ -226,31 +322,56 @@ export class Bus {
   }
 
   /** Delivers, in stamp order, every frame whose causal predecessors are all here (see top). */
-  private drain(local?: Stamped): void {
+  /** `resume`: go on with the held frames up to this horizon, reading nothing new (after a yield). */
+  private drain(local?: Stamped, resume?: number): void {
+    if (this.pausedUntil !== 0) { // test hook: read nothing; the timer drains when it ends
+      if (local) this.held.push(local);
+      return;
+    }
     if (this.redrain) clearImmediate(this.redrain);
     this.redrain = null;
+    if (this.stopped) return; // e.g. a drain queued behind an answer, after a crash stopped the bus
     const batch = this.held;
     this.held = [];
     if (local) batch.push(local);
-    this.collect(batch);
-    if (batch.length === 0) return;
-    let horizon = batch[0].stamp;
-    for (const f of batch) if (stampDiff(f.stamp, horizon) > 0) horizon = f.stamp;
-    this.collect(batch);
+    let horizon: number;
+    if (resume === undefined) {
+      this.collect(batch);
+      if (batch.length === 0) return;
+      horizon = batch[0].stamp;
+      for (const f of batch) if (stampDiff(f.stamp, horizon) > 0) horizon = f.stamp;
+      this.collect(batch);
+    } else {
+      if (batch.length === 0) return;
+      horizon = resume;
+    }
     batch.sort(byStamp);
     this.handling = true;
+    let yielded = false;
     try {
-      for (const f of batch) {
+      for (let k = 0; k < batch.length; k++) {
+        const f = batch[k];
         if (stampDiff(f.stamp, horizon) > 0) this.held.push(f);
-        else this.deliver(f);
+        else if (this.deliver(f) && k + 1 < batch.length) {
+          // An answer settled a request: the requester's continuation (a promise job) runs
+          // before the frames behind the answer. E.g. a presence snapshot, then member
+          // events that need the joining socket subscribed (and the shadow set updated).
+          for (let r = k + 1; r < batch.length; r++) this.held.push(batch[r]);
+          yielded = true;
+          break;
+        }
       }
     } finally {
       this.handling = false;
     }
-    if (this.held.length > 0) this.redrain = setImmediate(() => this.drain());
+    // The resumed drain reads nothing new, so a peer streaming answers cannot keep this
+    // thread in microtasks: new frames wait for the next wake-up as usual.
+    if (yielded) queueMicrotask(() => this.drain(undefined, horizon));
+    else if (this.held.length > 0) this.redrain = setImmediate(() => this.drain());
   }
 
-  private deliver(f: Stamped): void {
+  /** Returns true when the frame was an answer that settled a pending request. */
+  private deliver(f: Stamped): boolean {
     const h = this.handlers!;
     try {
       if (f.local) {
@@ -259,12 +380,13 @@ export class Bus {
         h.onPublish(decodePublish(f.payload!));
       } else if (f.type === FrameType.Control) {
         const msg = decodeControl(f.payload!);
-        if (msg.type === 'reply') this.settle(msg.req, msg.body);
-        else h.onControl(msg, f.from);
+        if (msg.type === 'reply') return this.settle(msg.req, msg.body);
+        h.onControl(msg, f.from);
       }
     } catch (err) {
       h.onError(err, f.type);
     }
+    return false;
   }
 }
 

@@ -29,7 +29,32 @@ export type ControlMsg =
   | { type: 'channels_list'; req: number; from: number; app: string; prefix: string }
   /** Presence members of a channel as [user_id, user_info] pairs. */
   | { type: 'members'; req: number; from: number; app: string; channel: string }
+  /** Close every socket signed in as this user (API terminate_connections). */
+  | { type: 'terminate_user'; app: string; userId: string }
+  /**
+   * Owner → every shard (or one shard, after a restart): a presence member event. Each
+   * shard frames it, hands it to its local subscribers and updates its shadow member set
+   * of the channel (channels/rebuild.ts). `except`: socket_id not to send it to, or ''.
+   */
+  | { type: 'member'; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown; except: string }
+  /**
+   * Surviving shard → the replacement of a crashed shard: the local subscriptions of the
+   * channels the new shard owns, in batches; `last` on the final one (see channels/rebuild.ts).
+   */
+  | { type: 'restore'; channels: RestoreChannel[]; last: boolean }
   | { type: 'reply'; req: number; body: unknown };
+
+/** One channel in a `restore` message: what the sending shard holds of it. */
+export interface RestoreChannel {
+  app: string;
+  channel: string;
+  /** Subscriptions on the sending shard (for presence: joined sockets). */
+  subs: number;
+  /** Presence: [user_id, user_info, connections on the sending shard] per local member; null otherwise. */
+  members: [unknown, unknown, number][] | null;
+  /** Presence: the member ids the sending shard's clients know (its shadow set); null otherwise. */
+  shadow: unknown[] | null;
+}
 
 export type RequestMsg = Extract<ControlMsg, { req: number; from: number }>;
 /** A request without the routing fields the bus fills in. */

@@ -107,6 +107,22 @@ export class RingWriter extends RingEnd {
   get spilledFrames(): number { return this.spill.length - this.spillAt; }
 
   /**
+   * Whether write() of a payload of n bytes would take it now. May move spilled frames
+   * into the ring first (as write() would); lets a caller that writes one frame to several
+   * rings refuse it everywhere or nowhere.
+   */
+  wouldTake(n: number): boolean {
+    if (this.spillAt < this.spill.length) this.flushSpill();
+    if (this.spilled + n + FRAME_HEADER_BYTES <= this.maxSpill) return true;
+    if (this.spilled > 0 || n > this.maxWhole) return false;
+    const fb = frameBytes(n);
+    const toEnd = this.capacity - (this.tail & this.mask);
+    const need = fb <= toEnd ? fb : toEnd + fb;
+    this.head = Atomics.load(this.i32, HEAD) >>> 0;
+    return need <= this.capacity - ((this.tail - this.head) >>> 0);
+  }
+
+  /**
    * Enqueues a frame; the payload is copied, so the caller may reuse it at once. Returns
    * false (frame not taken) only when it does not go straight into the ring as one frame
    * and spilledBytes + its length + 5 would pass maxSpillBytes. Chunked payloads (frame >

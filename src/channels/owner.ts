@@ -11,6 +11,10 @@ export interface OwnerEvents {
   memberAdded(app: string, channel: string, userId: unknown, userInfo: unknown, exceptSocketId: string): void;
   /** Last connection of a user left. */
   memberRemoved(app: string, channel: string, userId: unknown): void;
+  /** The channel's subscription count changed (now `total`). */
+  countChanged(app: string, channel: string, total: number): void;
+  /** A record re-created by a rebuild (restore): no `occupied`, the channel never emptied. */
+  restored?(app: string, channel: string): void;
 }
 
 export interface Member {
@@ -88,6 +92,63 @@ export class OwnerStore {
     this.count(app, channel, rec, shard, -1);
   }
 
+  /**
+   * Shard `shard` died: its connections are gone. Drops its counts from every record this
+   * shard owns; a member whose last connection was there is removed (member_removed, once),
+   * a channel left without subscribers is vacated.
+   */
+  dropShard(shard: number): void {
+    for (const [app, chans] of [...this.apps]) {
+      for (const [channel, rec] of [...chans]) {
+        const n = rec.perShard[shard];
+        if (rec.members) {
+          for (const [key, m] of [...rec.members]) {
+            const c = m.byShard.get(shard);
+            if (c === undefined) continue;
+            m.byShard.delete(shard);
+            m.conns -= c;
+            if (m.conns <= 0) {
+              rec.members.delete(key);
+              this.events.memberRemoved(app, channel, m.id);
+            }
+          }
+        }
+        if (n > 0) this.count(app, channel, rec, shard, -n);
+      }
+    }
+  }
+
+  /**
+   * Rebuild after this shard was restarted: shard `shard` re-announces what it holds of a
+   * channel this shard owns (`subs` subscriptions; for presence, its members with their
+   * connection counts there). Adds them without member_added or occupied: for the clients
+   * nothing changed.
+   */
+  restore(app: string, channel: string, shard: number, subs: number, members: [unknown, unknown, number][] | null): void {
+    if (subs <= 0) return;
+    const fresh = !this.get(app, channel);
+    const rec = this.ensure(app, channel, members !== null);
+    if (fresh) this.events.restored?.(app, channel);
+    if (members) {
+      const map = rec.members ?? (rec.members = new Map());
+      for (const [id, info, conns] of members) {
+        const key = userKey(id);
+        let m = map.get(key);
+        if (!m) map.set(key, (m = { id, info, byShard: new Map(), conns: 0 }));
+        m.conns += conns;
+        m.byShard.set(shard, (m.byShard.get(shard) ?? 0) + conns);
+      }
+    }
+    rec.perShard[shard] += subs;
+    rec.total += subs;
+    this.events.countChanged(app, channel, rec.total);
+  }
+
+  /** Current members of a presence channel by key (the rebuild compares them with the shadows). */
+  memberMap(app: string, channel: string): ReadonlyMap<string, Member> {
+    return this.get(app, channel)?.members ?? new Map();
+  }
+
   info(app: string, channel: string): ChannelInfo {
     const rec = this.get(app, channel);
     if (!rec) return { occupied: false, subscription_count: 0, user_count: null };
@@ -142,6 +203,7 @@ export class OwnerStore {
     rec.perShard[shard] += delta;
     rec.total += delta;
     if (before === 0 && rec.total > 0) this.events.occupied(app, channel);
+    this.events.countChanged(app, channel, Math.max(0, rec.total));
     if (rec.total <= 0) {
       const chans = this.apps.get(app)!;
       chans.delete(channel);

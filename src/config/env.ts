@@ -60,6 +60,9 @@ export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = {
   WEBSOCKET_AUTO_PING: ['websocket.auto_ping', 'bool'],
   WEBSOCKET_PING_INTERVAL: ['websocket.ping_interval', 'num'],
   WEBSOCKET_ACTIVITY_TIMEOUT: ['websocket.activity_timeout', 'num'], // ours
+  WEBSOCKET_ON_BACKPRESSURE: ['websocket.on_backpressure', 'str'], // ours: drop | close
+  BUS_RING_BYTES: ['bus.ring_bytes', 'num'], // ours
+  BUS_MAX_SPILL_BYTES: ['bus.max_spill_bytes', 'num'], // ours
   ADAPTER_BUFFER_MULTIPLIER_PER_CPU: ['adapter.buffer_multiplier_per_cpu', 'num'],
   HTTP_API_REQUEST_LIMIT_IN_MB: ['http.request_limit_in_mb', 'num'],
   LOG_LEVEL: ['log.level', 'str'], // ours

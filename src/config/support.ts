@@ -12,10 +12,6 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   if (c.adapter.driver !== 'local') no('adapter.driver', `the ${c.adapter.driver} adapter (multi-node)`);
   if (c.cache.driver === 'redis' || c.cache.driver === 'redis-cluster') no('cache.driver', `the ${c.cache.driver} cache driver`);
   if (c.queue.driver !== 'sync') no('queue.driver', `the ${c.queue.driver} queue driver`);
-  if (c.rate_limiter.driver === 'redis' || c.rate_limiter.driver === 'redis-cluster') no('rate_limiter.driver', `the ${c.rate_limiter.driver} rate limiter`);
-  if (c.rate_limiter.api.max_requests !== null) no('rate_limiter.api.max_requests', 'the per-IP API rate limit');
-  if (c.rate_limiter.websocket.max_requests !== null) no('rate_limiter.websocket.max_requests', 'the WebSocket message rate limit');
-  if (c.metrics.enabled) no('metrics.enabled', 'the Prometheus metrics listener');
   if (c.ssl.redirect_http) no('ssl.redirect_http', 'the HTTP→HTTPS redirect listener');
   if (c.unix_socket.enabled) no('unix_socket.enabled', 'listening on a Unix socket');
   if (c.tag_filtering.enabled) no('tag_filtering.enabled', 'tag filtering');

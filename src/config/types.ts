@@ -113,7 +113,11 @@ export interface Config {
     activity_timeout: number;
     /** Seconds to wait for any frame after a server ping before closing with 4201. */
     pong_timeout: number;
+    /** A socket over max_bytes / max_messages of queued output: skip its messages, or close it (4100). */
+    on_backpressure: 'drop' | 'close';
   };
+  /** The inter-thread rings (src/bus): size of each ring and bound of each writer's spill queue. */
+  bus: { ring_bytes: number; max_spill_bytes: number };
   http: { request_limit_in_mb: number };
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; output_format: 'json' | 'human'; colors_enabled: boolean; include_target: boolean };
   event_limits: { max_channels_at_once: number; max_name_length: number; max_payload_in_kb: number; max_batch_size: number };

@@ -294,6 +294,11 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
       ping_interval: pos('websocket.ping_interval'),
       activity_timeout: pos('websocket.activity_timeout'),
       pong_timeout: pos('websocket.pong_timeout'),
+      on_backpressure: c.oneOf('websocket.on_backpressure', g('websocket.on_backpressure'), ['drop', 'close'] as const),
+    },
+    bus: {
+      ring_bytes: c.int('bus.ring_bytes', g('bus.ring_bytes'), 4096, { max: 2 ** 30 }),
+      max_spill_bytes: c.int('bus.max_spill_bytes', g('bus.max_spill_bytes'), 65_536, { max: 2 ** 40 }),
     },
     http: { request_limit_in_mb: pos('http.request_limit_in_mb') },
     log: {
@@ -373,6 +378,11 @@ function crossChecks(c: Checker, cfg: GlobalConfig): void {
   }
   if (cfg.cors.credentials === true && cfg.cors.origin.includes('*')) {
     c.fail('cors.origin', "must not contain '*' when cors.credentials is true (browsers reject a wildcard origin with credentials); list the allowed origins", cfg.cors.origin);
+  }
+  const spillFloor = 2 * cfg.event_limits.max_payload_in_kb * 1024;
+  if (c.ok('bus.max_spill_bytes', 'event_limits.max_payload_in_kb') && cfg.bus.max_spill_bytes < spillFloor) {
+    // a publish frame bigger than half a ring always passes through the spill queue
+    c.fail('bus.max_spill_bytes', `must be ≥ 2 × event_limits.max_payload_in_kb KiB (${spillFloor}) so that the largest event can queue`, cfg.bus.max_spill_bytes);
   }
   if (c.ok('metrics.prefix') && !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(cfg.metrics.prefix)) {
     c.fail('metrics.prefix', 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', cfg.metrics.prefix);

@@ -4,6 +4,7 @@ import type { ChannelInfo } from '../bus/messages';
 import type { AppConfig, Config } from '../config/types';
 import type { Fanout } from '../shard/fanout';
 import type { MetricsSink } from '../metrics/types';
+import type { RateLimiter } from '../ratelimit/types';
 
 /** What the HTTP API needs, built once in shard/worker.ts. */
 export interface ApiDeps {
@@ -12,12 +13,16 @@ export interface ApiDeps {
   fanout: Fanout;
   log: Logger;
   metrics: MetricsSink;
+  /** Rate limits of the limited endpoints (see http/ratelimit.ts). */
+  limiter: RateLimiter;
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
   /** Asks the channel's owner shard. */
   channelInfo(app: AppConfig, channel: string): Promise<ChannelInfo>;
   /** Scatter-gather over every shard: occupied channels with this prefix. */
   channelList(app: AppConfig, prefix: string): Promise<[string, number | null][]>;
+  /** Closes (4009) every socket signed in as this user, on every shard. Throws BusFullError. */
+  terminateUser(app: AppConfig, userId: string): void;
   /** Presence members of a channel as [user_id, user_info]. */
   members(app: AppConfig, channel: string): Promise<[unknown, unknown][]>;
 }

@@ -4,10 +4,12 @@
 import type { AppConfig } from '../config/types';
 import { BusFullError } from '../bus/bus';
 import { isPresence, validateChannelName, validateEventName } from '../protocol/channels';
+import { metersFor } from '../metrics/meters';
 import { isClientEvent } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
+import { limitBackendEvents } from './ratelimit';
 import { jsonError, type ApiResponse } from './request';
 
 export interface ParsedEvent {
@@ -95,8 +97,11 @@ function parseBody(body: Buffer): { ok: true; value: unknown } | { ok: false; re
   }
 }
 
-function busy(err: unknown): ApiResponse {
-  if (err instanceof BusFullError) return jsonError(503, 'server busy: internal queues are full, retry later');
+function busy(deps: ApiDeps, err: unknown): ApiResponse {
+  if (err instanceof BusFullError) {
+    metersFor(deps.metrics).busFullAt('api');
+    return jsonError(503, 'server busy: internal queues are full, retry later');
+  }
   throw err;
 }
 
@@ -105,10 +110,12 @@ export async function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): P
   if (!parsed.ok) return parsed.res;
   const ev = parseEvent(app, parsed.value, '');
   if (!isParsed(ev)) return ev;
+  const overRate = await limitBackendEvents(deps, app, ev.channels.length);
+  if (overRate) return overRate;
   try {
     publish(deps, app, ev);
   } catch (err) {
-    return busy(err);
+    return busy(deps, err);
   }
   if (ev.info.size === 0) return { status: 200, body: { ok: true } };
   const channels: Record<string, Record<string, number>> = {};
@@ -130,10 +137,12 @@ export async function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffe
     if (!isParsed(ev)) return ev;
     events.push(ev);
   }
+  const overRate = await limitBackendEvents(deps, app, events.reduce((n, ev) => n + ev.channels.length, 0));
+  if (overRate) return overRate;
   try {
     for (const ev of events) publish(deps, app, ev);
   } catch (err) {
-    return busy(err);
+    return busy(deps, err);
   }
   const out = await Promise.all(events.map((ev) =>
     ev.info.size === 0 ? Promise.resolve({}) : channelInfo(deps, app, ev.channels[0], ev.info)));

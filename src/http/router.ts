@@ -2,11 +2,15 @@
 
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { AppConfig, Config } from '../config/types';
-import { BusTimeoutError } from '../bus/bus';
+import { BusFullError, BusTimeoutError } from '../bus/bus';
+import { metersFor } from '../metrics/meters';
 import { verifyApiRequest } from '../protocol/api-auth';
 import { getChannel, getChannels, getUsers } from './channels';
+import { terminateConnections } from './users';
 import type { ApiDeps } from './deps';
 import { postBatchEvents, postEvents } from './events';
+import { limitApp, limitIp } from './ratelimit';
+import { RateLimiterUnavailable } from '../ratelimit/types';
 import { captureRequest, jsonError, readBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
 
 type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: Map<string, string>) => Promise<ApiResponse>;
@@ -27,15 +31,34 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   const bodyLimit = config.http.request_limit_in_mb * 1024 * 1024;
   /** A body over the limit but below this is read (and dropped) before the 413 (see readBody). */
   const drainLimit = 4 * bodyLimit;
+  const metricsOn = metersFor(deps.metrics).enabled;
+
+  /** HTTP metrics of one answered request; `route` is the route pattern, never the URL (cardinality). */
+  function observeHttp(method: string, route: string, status: number, startedAt: number) {
+    if (!metricsOn) return;
+    const m = KNOWN_METHODS.has(method) ? method : 'OTHER';
+    deps.metrics.inc('http_requests_total', { method: m, path: route, status: String(status) });
+    deps.metrics.observe('http_request_duration_seconds', { method: m, path: route }, (performance.now() - startedAt) / 1000);
+    if (status >= 500) deps.metrics.inc('http_errors_total');
+  }
 
   /** Runs an async handler with the uWS contract (abort tracking, corked writes, no stack traces). */
-  function serve(res: HttpResponse, req: ApiRequest, state: { aborted: boolean }, work: () => Promise<ApiResponse>) {
+  function serve(res: HttpResponse, req: ApiRequest, state: { aborted: boolean }, route: string, work: () => Promise<ApiResponse>) {
+    const startedAt = performance.now();
     const cors = corsHeaders(config.cors, req.headers.origin);
     work().catch((err: unknown) => {
       if (err instanceof BusTimeoutError) return jsonError(503, 'server busy: a shard did not answer in time');
+      // a question to a shard whose queue is full, or asked by a shard going down after a crash
+      if (err instanceof BusFullError) return jsonError(503, 'server busy: internal queues are full, retry later');
+      if (err instanceof RateLimiterUnavailable) {
+        // Fail closed: no limiter answer, no request (ratelimit/scripted.ts logs the outage once).
+        deps.metrics.inc('rate_limiter_errors_total');
+        return { status: 503, body: { error: 'rate limiter unavailable' }, headers: { 'Retry-After': '1' } };
+      }
       log.error({ err, path: req.path }, 'API request failed');
       return jsonError(500, 'internal server error');
     }).then((r) => {
+      observeHttp(req.method, route, r.status, startedAt);
       if (!state.aborted) writeResponse(res, r, cors, deps.stopping());
     });
   }
@@ -52,9 +75,10 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       } catch (err) {
         log.error({ err }, 'could not read an API request');
         writeResponse(res, jsonError(400, 'unreadable request'), {}, true);
+        observeHttp(method.toUpperCase(), pattern, 400, performance.now());
         return;
       }
-      serve(res, req, state, async () => {
+      serve(res, req, state, pattern, async () => {
         if (method === 'post') {
           if (req.headers.contentLength !== null && req.headers.contentLength > drainLimit) {
             return tooLarge();
@@ -68,6 +92,13 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
         }
         const app = apps.byId(decodeURIComponentSafe(req.params[0]));
         if (!app) return jsonError(404, `App ${req.params[0]} not found`);
+        // Rate limits, in this order (why: http/ratelimit.ts): per-IP window before auth,
+        // the app's bucket after it.
+        const limited = LIMITED_ROUTES.has(pattern);
+        if (limited) {
+          const ipDenied = await limitIp(deps, app, req);
+          if (ipDenied) return ipDenied;
+        }
         const auth = verifyApiRequest(
           { method: req.method, path: req.path, query: req.query, authorization: req.headers.authorization, body: req.body, nowSeconds: Math.floor(Date.now() / 1000) },
           (key) => apps.byKey(key)?.secret ?? null,
@@ -75,7 +106,12 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
         if (!auth.ok) return jsonError(auth.status, auth.error);
         if (auth.authKey !== app.key) return jsonError(401, `auth_key ${auth.authKey} does not belong to app ${app.id}`);
         if (!app.enabled) return jsonError(403, `App ${app.id} is disabled`);
-        return handler(deps, app, req, auth.params);
+        if (!limited) return handler(deps, app, req, auth.params);
+        const bucket = await limitApp(deps, app);
+        if (bucket.denied) return bucket.denied;
+        const r = await handler(deps, app, req, auth.params);
+        r.headers = r.headers ? { ...bucket.headers, ...r.headers } : bucket.headers;
+        return r;
       });
     });
   }
@@ -89,12 +125,16 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   api('get', '/apps/:appId/channels', 1, (d, app, _req, params) => getChannels(d, app, params));
   api('get', '/apps/:appId/channels/:channel', 2, (d, app, req, params) => getChannel(d, app, req.params[1], params));
   api('get', '/apps/:appId/channels/:channel/users', 2, (d, app, req) => getUsers(d, app, req.params[1]));
+  api('post', '/apps/:appId/users/:userId/terminate_connections', 2, (d, app, req) => terminateConnections(d, app, req.params[1]));
 
   uws.get('/up', (res, req) => {
+    const startedAt = performance.now();
     const cors = corsHeaders(config.cors, req.getHeader('origin') || null);
     writeResponse(res, { status: 200, body: { status: 'ok', timestamp: Math.floor(Date.now() / 1000) } }, cors);
+    observeHttp('GET', '/up', 200, startedAt);
   });
   uws.get('/up/:appId', (res, req) => {
+    const startedAt = performance.now();
     const cors = corsHeaders(config.cors, req.getHeader('origin') || null);
     const id = decodeURIComponentSafe(req.getParameter(0) ?? '');
     const app = apps.byId(id);
@@ -102,6 +142,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       : !app.enabled ? jsonError(503, `App ${id} is disabled`)
       : { status: 200, body: { status: 'ok' } };
     writeResponse(res, r, cors);
+    observeHttp('GET', '/up/:appId', r.status, startedAt);
   });
   uws.options('/*', (res, req) => {
     const h = corsHeaders(config.cors, req.getHeader('origin') || null);
@@ -109,12 +150,24 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     h['Access-Control-Allow-Headers'] = config.cors.allowed_headers.join(', ');
     h['Access-Control-Max-Age'] = '86400';
     writeResponse(res, { status: 204, body: null }, h);
+    observeHttp('OPTIONS', '/*', 204, performance.now());
   });
   uws.any('/*', (res, req) => {
+    const method = req.getCaseSensitiveMethod().toUpperCase();
     const cors = corsHeaders(config.cors, req.getHeader('origin') || null);
-    writeResponse(res, jsonError(404, `No route for ${req.getCaseSensitiveMethod().toUpperCase()} ${req.getUrl()}`), cors);
+    writeResponse(res, jsonError(404, `No route for ${method} ${req.getUrl()}`), cors);
+    observeHttp(method, '/*', 404, performance.now());
   });
 }
+
+/** Routes under the rate limits (spec "Endpoints", column "Rate limited"). */
+const LIMITED_ROUTES: ReadonlySet<string> = new Set([
+  '/apps/:appId/events', '/apps/:appId/batch_events', '/apps/:appId/channels',
+  '/apps/:appId/channels/:channel', '/apps/:appId/channels/:channel/users',
+]);
+
+/** `method` label values; anything else is 'OTHER' (a client must not invent label values). */
+const KNOWN_METHODS: ReadonlySet<string> = new Set(['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS']);
 
 function decodeURIComponentSafe(s: string): string {
   try {

@@ -29,17 +29,39 @@ export type HistogramName = 'http_request_duration_seconds';
 
 export type Labels = Record<string, string>;
 
+/** A counter series with its labels resolved once: hot paths cache these (per app) instead of passing labels. */
+export interface BoundCounter {
+  inc(by?: number): void;
+}
+
+/** A gauge series with its labels resolved once. */
+export interface BoundGauge {
+  set(value: number): void;
+  inc(by?: number): void;
+  dec(by?: number): void;
+}
+
 export interface MetricsSink {
   inc(name: CounterName, labels?: Labels, by?: number): void;
   set(name: GaugeName, labels: Labels | undefined, value: number): void;
   add(name: GaugeName, labels: Labels | undefined, delta: number): void;
   observe(name: HistogramName, labels: Labels | undefined, value: number): void;
+  /** Drops one labelled gauge series (e.g. presence_members of a vacated channel). */
+  remove(name: GaugeName, labels: Labels): void;
+  /** The series `name{labels}`, resolved once; keep it and call inc() on the hot path. */
+  counter(name: CounterName, labels?: Labels): BoundCounter;
+  gauge(name: GaugeName, labels?: Labels): BoundGauge;
 }
 
 /** A sink that drops everything (metrics disabled). */
+const noSeries: BoundCounter & BoundGauge = { inc() {}, dec() {}, set() {} };
+
 export const noMetrics: MetricsSink = {
   inc() {},
   set() {},
   add() {},
   observe() {},
+  remove() {},
+  counter: () => noSeries,
+  gauge: () => noSeries,
 };

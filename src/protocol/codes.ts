@@ -15,6 +15,8 @@ export const ErrorCode = {
   ShuttingDown: 4200,
   PongTimeout: 4201,
   ClientEventRefused: 4301,
+  /** Over rate_limiter.websocket (frames per window): error frame, frame dropped, stays open. */
+  RateLimited: 4301,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

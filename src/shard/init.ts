@@ -1,5 +1,6 @@
 import type { BusTopology } from '../bus/bus';
 import type { Config } from '../config/types';
+import type { MetricsJson } from '../metrics/registry';
 
 /** workerData of a shard thread. */
 export interface ShardInit {
@@ -9,16 +10,55 @@ export interface ShardInit {
   topology: BusTopology;
   /** ConnectionCounters memory (one Int32 per app). */
   counters: SharedArrayBuffer;
+  /** The memory rate limiter's process-wide state (ratelimit/memory.ts); null for other drivers. */
+  ratelimit: SharedArrayBuffer | null;
   port: number;
   /** Digits that start every socket_id of this shard (unique per shard). */
   socketIdPrefix: string;
+  /**
+   * null at the first start. For the replacement of a crashed shard: the surviving shards
+   * whose `restore` messages rebuild this shard's channel records (channels/rebuild.ts).
+   */
+  restoreFrom: number[] | null;
+  /** RINGCAST_TEST_HOOKS=1 at start: the `test_crash` command is honoured. */
+  testHooks: boolean;
 }
 
 /** Shard → primary lifecycle messages (postMessage; rare, so not on the rings). */
 export type ShardEvent =
   | { type: 'ready'; port: number }
   | { type: 'listen_failed'; port: number }
-  | { type: 'stopped' };
+  | { type: 'stopped' }
+  /**
+   * The shard threw (uncaught exception / unhandled rejection): its listener and every
+   * client socket are closed, its bus is stopped and it ends by itself. The primary
+   * starts a replacement (main.ts).
+   */
+  | { type: 'crashed'; error: string }
+  /** Answer to `rewire`: this shard now talks to the replacement and has sent its `restore` messages. */
+  | { type: 'rewired'; shard: number }
+  /** A replacement shard has rebuilt the records of the channels it owns. */
+  | { type: 'restored'; channels: number; members: number; removed: number; added: number; timedOut: boolean }
+  /** Answer to a `metrics` command: this shard's registry (PromMetrics.json(); [] when metrics are off). */
+  | { type: 'metrics'; req: number; metrics: MetricsJson }
+  /** Answer to `test_pause_bus`: the pause is in force. */
+  | { type: 'test_bus_paused'; socketIdPrefix: string };
 
 /** Primary → shard lifecycle messages. */
-export type PrimaryCommand = { type: 'shutdown' };
+export type PrimaryCommand =
+  | { type: 'shutdown' }
+  /** A /metrics scrape: answer with a `metrics` event carrying the same req. */
+  | { type: 'metrics'; req: number }
+  /**
+   * Shard `shard` crashed: talk to its replacement over these fresh rings (toPeer: this
+   * shard → it, fromPeer: it → this shard) and doorbell, drop its records, re-announce the
+   * local subscriptions of the channels it owns, answer `rewired`.
+   */
+  | { type: 'rewire'; shard: number; toPeer: SharedArrayBuffer; fromPeer: SharedArrayBuffer; doorbell: SharedArrayBuffer }
+  /**
+   * Tests only (honoured when ShardInit.testHooks): throw a real uncaught exception from a
+   * timer, or from the uWS callback of the next WebSocket message this shard receives.
+   */
+  | { type: 'test_crash'; how: 'timer' | 'ws_message' }
+  /** Tests only (honoured when ShardInit.testHooks): stop reading the rings for ms (Bus.pauseDraining). */
+  | { type: 'test_pause_bus'; ms: number };

@@ -2,6 +2,7 @@
 // subscribers. Refusals are pusher:error 4301 with the channel; the socket stays open.
 
 import { BusFullError } from '../bus/bus';
+import { metersFor } from '../metrics/meters';
 import { ErrorCode } from '../protocol/codes';
 import { Ev } from '../protocol/events';
 import { errorFrame } from '../protocol/frames';
@@ -15,8 +16,10 @@ export interface ClientFrame {
 }
 
 export function createClientEvents(deps: WsDeps) {
+  const meters = metersFor(deps.metrics);
+
   function refuse(ws: Socket, message: string, channel?: string) {
-    ws.send(errorFrame(deps.out(Ev.Error), ErrorCode.ClientEventRefused, message, channel), false);
+    meters.send(ws, ws.getUserData().app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.ClientEventRefused, message, channel));
   }
 
   /** Returns a refusal message, or null when this socket may send one more event now. */
@@ -41,9 +44,17 @@ export function createClientEvents(deps: WsDeps) {
       return refuse(ws, `Event name is longer than ${app.max_event_name_length} characters`, channel);
     }
     if (overRate(d, app.max_client_events_per_second, now)) {
+      meters.app(app.id).rateLimited('client_events').inc();
       return refuse(ws, `Client event rate limit of ${app.max_client_events_per_second}/s reached`, channel);
     }
-    const dataJson = JSON.stringify(msg.data === undefined ? null : msg.data);
+    let dataJson: string;
+    try {
+      dataJson = JSON.stringify(msg.data === undefined ? null : msg.data);
+    } catch {
+      // Data from JSON.parse only fails to serialise when nested too deeply (RangeError:
+      // stack overflow), which would otherwise kill the shard (test/fuzz/ws.fuzz.test.ts).
+      return refuse(ws, 'Client event data is nested too deeply', channel);
+    }
     if (Buffer.byteLength(dataJson) > app.max_event_payload_in_kb * 1024) {
       return refuse(ws, `Client event payload is larger than ${app.max_event_payload_in_kb} KB`, channel);
     }
@@ -54,6 +65,7 @@ export function createClientEvents(deps: WsDeps) {
       deps.fanout.broadcast(app.id, channel, d.id, out);
     } catch (err) {
       if (!(err instanceof BusFullError)) throw err;
+      meters.busFullAt('client_event');
       deps.log.warn({ channel }, 'client event dropped: internal queue full');
       refuse(ws, 'Server busy: client event not delivered', channel);
     }

@@ -2,12 +2,15 @@
 // frame dispatch, activity pings (4201) and cleanup on close.
 
 import uWS, { type HttpRequest, type HttpResponse, type us_socket_context_t, type WebSocketBehavior } from 'uWebSockets.js';
+import { metersFor, receivedLabel, refuseReason } from '../metrics/meters';
 import { CloseMessage, ErrorCode, WsClose } from '../protocol/codes';
 import { Ev, isClientEvent, normalizeIncomingEvent } from '../protocol/events';
 import { errorFrame, frame } from '../protocol/frames';
 import { originAllowed } from '../protocol/origin';
+import { nativeMaxBackpressure } from './backpressure';
 import { createClientEvents } from './client-events';
 import type { WsDeps } from './deps';
+import { createSignin } from './signin';
 import { createSubscriptions } from './subscribe';
 import type { Socket, SocketData } from './types';
 
@@ -26,14 +29,47 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
   const { config, apps, counters, sockets } = deps;
   const subs = createSubscriptions(deps);
   const clientEvent = createClientEvents(deps);
+  const meters = metersFor(deps.metrics);
+  const signin = createSignin(deps);
   const activityMs = config.websocket.activity_timeout * 1000;
   const pongMs = config.websocket.pong_timeout * 1000;
   const maxPayload = config.websocket.max_payload_kb * 1024;
   const established = (id: string) => frame(deps.out(Ev.ConnectionEstablished),
     JSON.stringify({ socket_id: id, activity_timeout: config.websocket.activity_timeout }));
 
+  // rate_limiter.websocket: at most wsMax frames (of any kind) per window per connection.
+  // Kept in the socket's user data: a connection lives on one shard, so this needs no
+  // shared memory nor Redis whatever the driver (`none` / enabled: false turns it off).
+  // Over the limit the frame is dropped and the connection stays open; the first drop of
+  // a window gets pusher:error 4301, later ones in that window are dropped silently (one
+  // error per window: a flooding client does not get one frame back per frame sent).
+  const wsMax = deps.limiter.driver === 'none' ? null : config.rate_limiter.websocket.max_requests;
+  const wsWindowMs = config.rate_limiter.websocket.window_seconds * 1000;
+
+  /** Counts this frame; true when it is over the window's limit (and has been answered). */
+  function overWsWindow(ws: Socket, d: SocketData, now: number): boolean {
+    if (now - d.wsWindowStart >= wsWindowMs) {
+      d.wsWindowStart = now;
+      d.wsCount = 0;
+    }
+    if (++d.wsCount <= wsMax!) return false;
+    meters.app(d.app!.id).rateLimited('websocket').inc();
+    if (d.wsCount === wsMax! + 1) {
+      const secs = Math.max(1, Math.ceil((d.wsWindowStart + wsWindowMs - now) / 1000));
+      meters.send(ws, d.app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.RateLimited,
+        `Rate limit exceeded: at most ${wsMax} messages per ${config.rate_limiter.websocket.window_seconds} s; messages are dropped for ${secs} s`));
+    }
+    return true;
+  }
+
   function malformed(ws: Socket, message: string) {
-    ws.send(errorFrame(deps.out(Ev.Error), ErrorCode.Malformed, message), false);
+    meters.send(ws, ws.getUserData().app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.Malformed, message));
+  }
+
+  /** A frame without a usable event name: counted as received{event="malformed"}. */
+  function unreadable(ws: Socket, d: SocketData, message: string) {
+    meters.app(d.app!.id).received('malformed').inc();
+    malformed(ws, message);
   }
 
   function onFrame(ws: Socket, d: SocketData, text: string, now: number) {
@@ -41,15 +77,16 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     try {
       msg = JSON.parse(text);
     } catch {
-      return malformed(ws, 'Malformed frame: not valid JSON');
+      return unreadable(ws, d, 'Malformed frame: not valid JSON');
     }
-    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return malformed(ws, 'Malformed frame: expected a JSON object');
+    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return unreadable(ws, d, 'Malformed frame: expected a JSON object');
     const m = msg as { event?: unknown; data?: unknown; channel?: unknown };
-    if (typeof m.event !== 'string' || m.event.length === 0) return malformed(ws, 'Malformed frame: missing "event"');
+    if (typeof m.event !== 'string' || m.event.length === 0) return unreadable(ws, d, 'Malformed frame: missing "event"');
     const event = normalizeIncomingEvent(m.event);
+    if (meters.enabled) meters.app(d.app!.id).received(receivedLabel(event)).inc();
     switch (event) {
       case Ev.Ping:
-        return void ws.send(frame(deps.out(Ev.Pong), {}), false);
+        return void meters.send(ws, d.app!.id, Ev.Pong, frame(deps.out(Ev.Pong), {}));
       case Ev.Pong:
         return;
       case Ev.Subscribe: {
@@ -61,6 +98,8 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
         const data = parseData(m.data) as { channel?: unknown } | null;
         return subs.unsubscribe(ws, d, data?.channel);
       }
+      case Ev.Signin:
+        return signin(ws, d, parseData(m.data));
       default:
         if (isClientEvent(event)) return clientEvent(ws, d, { event, channel: m.channel, data: m.data }, now);
         // Unknown pusher: events and other names are ignored, as Pusher does.
@@ -94,11 +133,14 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       refuse,
       counted: false,
       closed: false,
+      userId: null,
       channels: new Map(),
       lastSeen: Date.now(),
       pingSentAt: 0,
       evWindowStart: 0,
       evCount: 0,
+      wsWindowStart: 0,
+      wsCount: 0,
     };
     res.upgrade(data, secKey, proto, ext, context);
   }
@@ -108,8 +150,10 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     // Give it headroom so that message() can close over-limit frames with 1009 as the
     // protocol says; only frames over 4× the limit are still cut by uWS.
     maxPayloadLength: Math.min(maxPayload * 4, 2 ** 31 - 1),
-    maxBackpressure: config.websocket.max_bytes,
-    closeOnBackpressureLimit: 0,
+    // Slow consumers (ws/backpressure.ts): uWS bounds each socket's queued output natively;
+    // in close mode it also shuts a socket whose message it had to skip.
+    maxBackpressure: nativeMaxBackpressure(config.websocket.max_bytes),
+    closeOnBackpressureLimit: config.websocket.on_backpressure === 'close' ? 1 : 0,
     // uWS idle timeout is a backstop behind the protocol's own ping/pong (4201).
     idleTimeout: Math.min(960, Math.max(8, Math.ceil((activityMs + pongMs) / 1000) + 8)),
     sendPingsAutomatically: config.websocket.auto_ping,
@@ -131,49 +175,70 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
         d.refuse = { code: ErrorCode.OverQuota, message: `App is over its connection quota (${d.app!.max_connections})` };
       }
       if (d.refuse) {
+        const appId = d.app?.id ?? '';
+        meters.app(appId).connectionError(refuseReason(d.refuse.code)).inc();
         ws.cork(() => {
-          ws.send(errorFrame(deps.out(Ev.Error), d.refuse!.code, d.refuse!.message), false);
-          ws.end(d.refuse!.code, d.refuse!.message);
+          meters.send(ws, appId, Ev.Error, errorFrame(deps.out(Ev.Error), d.refuse!.code, d.refuse!.message));
+          // The close reason is the short ASCII text of the code: the detailed message can
+          // hold the key as given, and uWS cuts reasons at 123 bytes, possibly inside a
+          // UTF-8 character (the client then sees 1006, not the code).
+          ws.end(d.refuse!.code, CloseMessage[d.refuse!.code] ?? 'Connection refused');
         });
         return;
       }
       d.counted = true;
       sockets.set(d.id, ws);
-      ws.send(established(d.id), false);
+      const am = meters.app(d.app!.id);
+      am.connectionsTotal.inc();
+      am.connectionsActive.inc();
+      meters.send(ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
     },
 
     message(ws, message) {
       const d = ws.getUserData();
       if (d.refuse) return;
+      meters.bytesReceived.inc(message.byteLength);
       // The app's max_message_size_kb applies within the server-wide max_payload_kb.
       if (message.byteLength > maxPayload || message.byteLength > d.app!.max_message_size_kb * 1024) {
+        meters.app(d.app!.id).connectionError('message_too_big').inc();
         return ws.end(WsClose.MessageTooBig, 'Message too big');
       }
       const now = Date.now();
       d.lastSeen = now;
       d.pingSentAt = 0;
+      if (wsMax !== null && overWsWindow(ws, d, now)) return;
       onFrame(ws, d, decoder.decode(message), now);
+    },
+
+    drain(ws) {
+      deps.backpressure.drained(ws);
     },
 
     close(ws) {
       const d = ws.getUserData();
       d.closed = true;
+      deps.backpressure.closed(d);
       if (!d.counted) return;
       d.counted = false;
       sockets.delete(d.id);
       counters.release(d.appIdx);
+      meters.app(d.app!.id).connectionsActive.dec();
       subs.dropAll(d);
     },
 
-    /** Pings quiet sockets and closes those that did not answer (4201). */
+    /** Pings quiet sockets and closes those that did not answer (4201); watches slow consumers. */
     sweep(now: number) {
       for (const ws of sockets.values()) {
         const d = ws.getUserData();
+        deps.backpressure.sweep(ws, d);
         if (d.pingSentAt > 0) {
-          if (now - d.pingSentAt >= pongMs) ws.end(ErrorCode.PongTimeout, 'Pong reply not received');
+          if (now - d.pingSentAt >= pongMs) {
+            meters.app(d.app!.id).connectionError('pong_timeout').inc();
+            ws.end(ErrorCode.PongTimeout, 'Pong reply not received');
+          }
         } else if (now - d.lastSeen >= activityMs) {
           d.pingSentAt = now;
-          ws.send(frame(deps.out(Ev.Ping), {}), false);
+          meters.send(ws, d.app!.id, Ev.Ping, frame(deps.out(Ev.Ping), {}));
         }
       }
     },

@@ -5,7 +5,10 @@ import type { Bus } from '../bus/bus';
 import type { Config } from '../config/types';
 import type { Fanout } from '../shard/fanout';
 import type { ConnectionCounters } from '../channels/counters';
+import type { PresenceShadows } from '../channels/rebuild';
 import type { MetricsSink } from '../metrics/types';
+import type { RateLimiter } from '../ratelimit/types';
+import type { Backpressure } from './backpressure';
 import type { Socket } from './types';
 
 /** What the WebSocket handlers need, built once in shard/worker.ts. */
@@ -22,6 +25,12 @@ export interface WsDeps {
   uws: TemplatedApp;
   log: Logger;
   metrics: MetricsSink;
+  /** Slow-consumer watch (websocket.max_bytes / max_messages / on_backpressure). */
+  backpressure: Backpressure;
+  /** The rate limiter; driver `none` also turns off the per-connection window (rate_limiter.websocket). */
+  limiter: RateLimiter;
+  /** What this shard's clients know of each presence channel (kept for a shard restart: channels/rebuild.ts). */
+  shadows?: PresenceShadows;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

@@ -6,9 +6,11 @@
 // later member event reach the client in one order (per-pair FIFO owner → this shard).
 
 import type { AppConfig } from '../config/types';
+import { BusPeerRestartedError } from '../bus/bus';
 import type { PresenceJoinReply } from '../bus/messages';
 import { ownerOf, userKey } from '../channels/owner';
-import { channelType, isServerToUser, validateChannelName } from '../protocol/channels';
+import { metersFor } from '../metrics/meters';
+import { channelType, isServerToUser, serverToUserId, validateChannelName } from '../protocol/channels';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { verifyChannelAuth } from '../protocol/hmac';
@@ -33,18 +35,25 @@ export interface Subscriptions {
 export function createSubscriptions(deps: WsDeps): Subscriptions {
   const { bus, shards, shardId } = deps;
   const ownerFor = (app: AppConfig, channel: string) => ownerOf(app.id, channel, shards);
+  const meters = metersFor(deps.metrics);
 
   function subscriptionError(ws: Socket, channel: string, type: SubscriptionErrorType, error: string, status: number) {
-    ws.send(frame(deps.out(Ev.SubscriptionError), { type, error, status }, channel), false);
+    const appId = ws.getUserData().app!.id;
+    meters.app(appId).subscriptionError(type).inc();
+    meters.send(ws, appId, Ev.SubscriptionError, frame(deps.out(Ev.SubscriptionError), { type, error, status }, channel));
   }
 
   function succeeded(ws: Socket, channel: string, data: string) {
-    ws.send(frame(deps.out(Ev.SubscriptionSucceeded), data, channel), false);
+    meters.send(ws, ws.getUserData().app!.id, Ev.SubscriptionSucceeded, frame(deps.out(Ev.SubscriptionSucceeded), data, channel));
   }
 
   /** Tells the owner a subscription went away (best effort: a full queue is logged). */
   function release(app: AppConfig, channel: string, socketId: string, sub: Subscription) {
     const owner = ownerFor(app, channel);
+    if (sub.type === 'presence') {
+      meters.presenceLeaves.inc();
+      deps.shadows?.left(app.id, channel);
+    }
     try {
       if (sub.type === 'presence') {
         bus.control(owner, { type: 'presence_leave', app: app.id, channel, socketId, userKey: sub.userKey!, shard: shardId });
@@ -77,15 +86,23 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     if (!(typeof uid === 'string' && uid.length > 0) && !(typeof uid === 'number' && Number.isFinite(uid))) {
       return subscriptionError(ws, channel, 'AuthError', 'channel_data must contain a user_id (string or number)', 401);
     }
-    const infoBytes = Buffer.byteLength(JSON.stringify(parsed.user_info ?? null));
+    let infoBytes: number;
+    try {
+      infoBytes = Buffer.byteLength(JSON.stringify(parsed.user_info ?? null));
+    } catch {
+      // Nested too deeply to serialise (stack overflow): would kill the shard (test/fuzz/ws.fuzz.test.ts).
+      return subscriptionError(ws, channel, 'LimitReached', 'user_info is nested too deeply', 4301);
+    }
     if (infoBytes > app.max_presence_member_size_in_kb * 1024) {
       return subscriptionError(ws, channel, 'LimitReached',
         `user_info is ${infoBytes} bytes, more than the ${app.max_presence_member_size_in_kb} KB allowed`, 4301);
     }
-    const sub: Subscription = { type: 'presence', userKey: userKey(uid), userId: uid, joined: false };
+    const sub: Subscription = { type: 'presence', userKey: userKey(uid), userId: uid, userInfo: parsed.user_info, joined: false };
     d.channels.set(channel, sub);
     const owner = ownerFor(app, channel);
-    bus.request<PresenceJoinReply>(owner, {
+    // retry: the owner shard crashed before answering; ask its replacement once (the
+    // request then waits behind the rebuild there, see channels/rebuild.ts).
+    const ask = (retry: boolean): void => void bus.request<PresenceJoinReply>(owner, {
       type: 'presence_join', app: app.id, channel, socketId: d.id, userId: uid, userInfo: parsed.user_info,
     }).then((reply) => {
       const current = !d.closed && d.channels.get(channel) === sub;
@@ -99,17 +116,22 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         return subscriptionError(ws, channel, reply.type, reply.error, reply.status);
       }
       sub.joined = true;
+      deps.shadows?.joined(app.id, channel, reply.members);
+      meters.app(app.id).subscription('presence').inc();
+      meters.presenceJoins.inc();
       ws.cork(() => {
         ws.subscribe(topicOf(app.id, channel));
         succeeded(ws, channel, presenceData(reply.members));
       });
     }, (err: Error) => {
+      if (retry && err instanceof BusPeerRestartedError && !d.closed && d.channels.get(channel) === sub) return ask(false);
       deps.log.error({ err, channel }, 'presence join failed');
       if (!d.closed && d.channels.get(channel) === sub) {
         d.channels.delete(channel);
         ws.cork(() => subscriptionError(ws, channel, 'LimitReached', 'server busy, try again', 4100));
       }
     });
+    ask(true);
   }
 
   function resendSucceeded(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
@@ -135,6 +157,8 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       // plain subscribe must not open it to anyone (no socket is signed in here yet; the
       // pusher:signin handling must let a socket signed in as <id> through).
       if (isServerToUser(channel)) {
+        // The socket is on that topic since its signin; pusher-js still subscribes.
+        if (d.userId !== null && serverToUserId(channel) === d.userId) return succeeded(ws, channel, '{}');
         return subscriptionError(ws, channel, 'AuthError', `${channel} is only for sockets signed in as that user`, 401);
       }
       const existing = d.channels.get(channel);
@@ -154,6 +178,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       }
       d.channels.set(channel, { type, userKey: null, userId: null, joined: true });
       ws.subscribe(topicOf(app.id, channel));
+      meters.app(app.id).subscription(type).inc();
       succeeded(ws, channel, '{}');
       try {
         bus.control(ownerFor(app, channel), { type: 'sub', app: app.id, channel, shard: shardId, delta: 1 });

@@ -7,6 +7,8 @@ export interface Subscription {
   /** Presence only: the member key this socket joined as, and the user_id as given. */
   userKey: string | null;
   userId: unknown;
+  /** Presence only: the user_info given (re-announced to a restarted owner: channels/rebuild.ts). */
+  userInfo?: unknown;
   /** Presence only: false while the owner has not answered the join yet. */
   joined: boolean;
 }
@@ -24,6 +26,8 @@ export interface SocketData {
   /** Counted against the app's max_connections (so close must give it back). */
   counted: boolean;
   closed: boolean;
+  /** The user this socket signed in as (pusher:signin), else null. */
+  userId: string | null;
   channels: Map<string, Subscription>;
   lastSeen: number;
   /** When the server sent pusher:ping for inactivity, else 0. */
@@ -31,6 +35,9 @@ export interface SocketData {
   /** Client-event rate window. */
   evWindowStart: number;
   evCount: number;
+  /** rate_limiter.websocket window of this connection (all frames): start (ms), frames in it. */
+  wsWindowStart: number;
+  wsCount: number;
 }
 
 export type Socket = WebSocket<SocketData>;

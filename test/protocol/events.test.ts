@@ -44,7 +44,7 @@ t.test('isClientEvent', async (t) => {
 t.test('codes', async (t) => {
   t.same(ErrorCode, {
     Malformed: 4000, AppNotFound: 4001, AppDisabled: 4003, OverQuota: 4004, Unauthorized: 4009,
-    OverCapacity: 4100, ShuttingDown: 4200, PongTimeout: 4201, ClientEventRefused: 4301,
+    OverCapacity: 4100, ShuttingDown: 4200, PongTimeout: 4201, ClientEventRefused: 4301, RateLimited: 4301,
   });
   t.equal(CloseMessage[ErrorCode.Unauthorized], 'Origin not allowed', 'spec text');
   for (const code of Object.values(ErrorCode)) {

@@ -1,0 +1,330 @@
+// Soak test: `node bin/ringcast.js start` (workers 2) as a child process, 5,000
+// connections with churn for --minutes (default 10), and three checks:
+//
+//  1. RSS of the server process at the end within 10% of RSS after warm-up;
+//  2. zero lost messages, counted by the clients: the publisher sends a sequence per
+//     channel (one request at a time per channel) and notes when each publish was
+//     answered 200; a client subscribed (subscription_succeeded received) before that
+//     answer, and still subscribed LEAVE_MARGIN_MS after it, must have received it —
+//     and nothing may arrive twice or out of order;
+//  3. zero server errors: API answers other than 200, connections that failed or were
+//     closed by the server, error/fatal lines in the server log.
+//
+// Churn: each connection slot (gen.ts) connects, subscribes to a random channel, stays
+// 5–30 s, then subscribes elsewhere (up to 3 channels per connection) or disconnects,
+// reconnects after 50–500 ms, and so on. Exit status 0 only if every check passed.
+//
+//   make build && node dist/bench/soak/soak.js --minutes 10
+//   node dist/bench/soak/soak.js --help
+
+import { fork, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { signApiQuery } from '../../src/protocol/api-auth';
+import { killAllNow, track } from '../harness/procs';
+import { APP, freePort, rssKb, type RunningTarget } from '../harness/target';
+import { ringcastTarget } from '../targets/ringcast';
+import { nowMs, type GenCommand, type GenReply, type GenStats, type Session } from './protocol';
+
+interface Options {
+  minutes: number;
+  conns: number;
+  channels: number;
+  /** Publishes per second per channel. */
+  rate: number;
+  genProcs: number;
+  workers: number;
+  json: string | null;
+}
+
+const LEAVE_MARGIN_MS = 2000;
+const RSS_TOLERANCE = 0.10;
+
+const USAGE = `usage: node dist/bench/soak/soak.js [options]
+  --minutes N      duration after the ramp-up (default 10)
+  --conns N        connection slots (default 5000)
+  --channels N     channels (default 100)
+  --rate N         publishes per second per channel (default 1)
+  --gen-procs N    client processes (default 2)
+  --workers N      ringcast shards (default 2)
+  --json FILE      also write the result as JSON`;
+
+function parseArgs(argv: string[]): Options {
+  const o: Options = { minutes: 10, conns: 5000, channels: 100, rate: 1, genProcs: 2, workers: 2, json: null };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const v = () => {
+      const s = argv[++i];
+      if (s === undefined) throw new Error(`${a} needs a value`);
+      return s;
+    };
+    const num = () => {
+      const n = Number(v());
+      if (!(n > 0)) throw new Error(`${a} must be a positive number`);
+      return n;
+    };
+    switch (a) {
+      case '--minutes': o.minutes = num(); break;
+      case '--conns': o.conns = Math.floor(num()); break;
+      case '--channels': o.channels = Math.floor(num()); break;
+      case '--rate': o.rate = num(); break;
+      case '--gen-procs': o.genProcs = Math.floor(num()); break;
+      case '--workers': o.workers = Math.floor(num()); break;
+      case '--json': o.json = v(); break;
+      case '--help': case '-h': process.stdout.write(USAGE + '\n'); process.exit(0);
+      // falls through (never reached)
+      default: throw new Error(`unknown option ${a}\n${USAGE}`);
+    }
+  }
+  return o;
+}
+
+const log = (msg: string) => process.stderr.write(`[soak ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.floor(s.length / 2)] : NaN; };
+
+/** One client process. */
+class Gen {
+  readonly proc: ChildProcess;
+  stats: GenStats = { opened: 0, open: 0, unexpectedCloses: {}, errors: {}, messages: 0 };
+  readonly stopped: Promise<void>;
+  constructor(onSessions: (list: Session[]) => void) {
+    this.proc = fork(path.join(__dirname, 'gen.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+    track(this.proc);
+    this.stopped = new Promise((resolve) => {
+      this.proc.on('message', (m: GenReply) => {
+        onSessions(m.list);
+        this.stats = m.stats;
+        if (m.type === 'stopped') resolve();
+      });
+      this.proc.once('exit', () => resolve());
+    });
+  }
+  send(cmd: GenCommand): void { this.proc.send(cmd); }
+}
+
+/** Per channel: when each seq was answered 200 (nowMs), NaN when it was not. */
+class Ledger {
+  readonly answered: number[][];
+  /** answered, with each NaN replaced by the time before it: non-decreasing, for searching. */
+  private readonly keys: number[][];
+  constructor(channels: number) {
+    this.answered = Array.from({ length: channels }, () => []);
+    this.keys = Array.from({ length: channels }, () => []);
+  }
+
+  /** Seqs are recorded in order per channel (one request in flight per channel). */
+  record(ch: number, seq: number, at: number): void {
+    this.answered[ch][seq] = at;
+    this.keys[ch][seq] = Number.isNaN(at) ? (seq > 0 ? this.keys[ch][seq - 1] : -Infinity) : at;
+  }
+
+  /** The first seq answered after t. */
+  private firstAfter(ch: number, t: number): number {
+    const k = this.keys[ch];
+    let lo = 0;
+    let hi = k.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (k[mid] <= t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Seqs the session had to receive that it did not. */
+  lost(x: Session): number {
+    const a = this.answered[x.ch];
+    const from = this.firstAfter(x.ch, x.s);
+    const to = this.firstAfter(x.ch, x.u - LEAVE_MARGIN_MS); // exclusive
+    let lost = 0;
+    const gaps = new Set(x.gaps);
+    for (let seq = from; seq < to; seq++) {
+      if (Number.isNaN(a[seq])) continue;
+      const got = x.first >= 0 && seq >= x.first && seq <= x.last && !gaps.has(seq);
+      if (!got) lost++;
+    }
+    // a gap between two received seqs is a loss even outside [from, to)
+    for (const g of x.gaps) if ((g < from || g >= to) && !Number.isNaN(a[g])) lost++;
+    return lost;
+  }
+
+  required(x: Session): number {
+    const a = this.answered[x.ch];
+    let n = 0;
+    for (let seq = this.firstAfter(x.ch, x.s), to = this.firstAfter(x.ch, x.u - LEAVE_MARGIN_MS); seq < to; seq++) if (!Number.isNaN(a[seq])) n++;
+    return n;
+  }
+}
+
+/** Publishes seq 0, 1, … to every channel, one request in flight per channel, at `rate`/s each. */
+function publisher(port: number, o: Options, ledger: Ledger) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const outcomes: Record<string, number> = {};
+  let running = true;
+  let maxMs = 0;
+  const publishOne = (ch: number, seq: number) => new Promise<string>((resolve) => {
+    const body = JSON.stringify({ name: 'soak', channel: `soak-${ch}`, data: JSON.stringify({ seq, t: nowMs() }) });
+    const p = `/apps/${APP.id}/events`;
+    const q = signApiQuery(APP.key, APP.secret, 'POST', p, {}, body, Math.floor(Date.now() / 1000));
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: `${p}?${q}`, agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(String(res.statusCode)));
+      res.on('error', () => resolve('response error'));
+    });
+    req.on('error', (err) => resolve(`request error: ${err.message}`));
+    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
+    req.end(body);
+  });
+  const loops = Array.from({ length: o.channels }, async (_, ch) => {
+    const every = 1000 / o.rate;
+    let next = Date.now() + Math.random() * every;
+    for (let seq = 0; running; seq++) {
+      const wait = next - Date.now();
+      if (wait > 0) await sleep(wait);
+      if (!running) break;
+      next += every;
+      const t0 = nowMs();
+      const outcome = await publishOne(ch, seq);
+      const t1 = nowMs();
+      maxMs = Math.max(maxMs, t1 - t0);
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+      ledger.record(ch, seq, outcome === '200' ? t1 : NaN);
+    }
+  });
+  return {
+    outcomes,
+    get maxMs() { return maxMs; },
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      agent.destroy();
+    },
+  };
+}
+
+function serverLogErrors(file: string): { count: number; sample: string[] } {
+  let text = '';
+  try { text = fs.readFileSync(file, 'utf8'); } catch { return { count: 0, sample: [] }; }
+  const bad = text.split('\n').filter((l) => /"level":(50|60)\b/.test(l) || /^(Error|ringcast:)/.test(l));
+  return { count: bad.length, sample: bad.slice(0, 5) };
+}
+
+async function main(): Promise<number> {
+  const o = parseArgs(process.argv.slice(2));
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ringcast-soak-'));
+  const port = await freePort();
+  log(`starting ringcast (workers ${o.workers}) on :${port}; logs in ${tmp}`);
+  const target = ringcastTarget(o.workers);
+  await target.prepare?.(log);
+  const server: RunningTarget = await target.start({ port, tmpDir: tmp });
+  const ledger = new Ledger(o.channels);
+  const sessions: Session[] = [];
+  const gens = Array.from({ length: o.genProcs }, () => new Gen((list) => { for (const s of list) sessions.push(s); }));
+  const rampMs = Math.max(5000, o.conns * 2); // 5,000 connections over 10 s
+  gens.forEach((g, i) => g.send({
+    type: 'start', port, appKey: APP.key, conns: Math.floor(o.conns / o.genProcs) + (i < o.conns % o.genProcs ? 1 : 0),
+    channels: o.channels, stayMs: [5000, 30_000], maxSessions: 3, rampMs, seed: 1234 + i,
+  }));
+  const pub = publisher(port, o, ledger);
+  const open = () => gens.reduce((n, g) => n + g.stats.open, 0);
+
+  const durationMs = o.minutes * 60_000;
+  const warmupMs = Math.min(60_000, durationMs / 4);
+  const t0 = Date.now();
+  const rssSamples: { at: number; kb: number }[] = [];
+  let lastLog = 0;
+  while (Date.now() - t0 < rampMs + durationMs) {
+    await sleep(1000);
+    if (!server.alive()) break;
+    rssSamples.push({ at: Date.now() - t0, kb: rssKb(server.pid) });
+    if (Date.now() - lastLog >= 10_000) {
+      lastLog = Date.now();
+      log(`${Math.round((Date.now() - t0) / 1000)} s: ${open()} open, ${sessions.length} subscriptions done, ` +
+        `RSS ${(rssSamples[rssSamples.length - 1].kb / 1024).toFixed(0)} MiB, publishes ${JSON.stringify(pub.outcomes)}`);
+    }
+  }
+  const alive = server.alive();
+  // RSS after warm-up: median of the 10 s after ramp + warm-up; at the end: the last 10 s (still under load)
+  const warmAt = rampMs + warmupMs;
+  const rssWarm = median(rssSamples.filter((s) => s.at >= warmAt && s.at < warmAt + 10_000).map((s) => s.kb));
+  const rssEnd = median(rssSamples.filter((s) => s.at >= rampMs + durationMs - 10_000).map((s) => s.kb));
+  const openAtEnd = open();
+
+  log('stopping the publisher, letting deliveries finish');
+  await pub.stop();
+  await sleep(3000);
+  for (const g of gens) g.send({ type: 'stop' });
+  await Promise.all(gens.map((g) => g.stopped));
+  log('stopping ringcast (SIGTERM)');
+  await server.stop();
+  const exitReport = server.exitReport();
+
+  // the verdict
+  let lost = 0;
+  let required = 0;
+  let disorder = 0;
+  let maxLatency = 0;
+  let lossySessions = 0;
+  for (const x of sessions) {
+    const l = ledger.lost(x);
+    lost += l;
+    if (l > 0) lossySessions++;
+    required += ledger.required(x);
+    disorder += x.disorder;
+    maxLatency = Math.max(maxLatency, x.maxLatency);
+  }
+  const closes: Record<string, number> = {};
+  const genErrors: Record<string, number> = {};
+  let opened = 0;
+  let received = 0;
+  for (const g of gens) {
+    opened += g.stats.opened;
+    received += g.stats.messages;
+    for (const [k, v] of Object.entries(g.stats.unexpectedCloses)) closes[k] = (closes[k] ?? 0) + v;
+    for (const [k, v] of Object.entries(g.stats.errors)) genErrors[k] = (genErrors[k] ?? 0) + v;
+  }
+  const non200 = Object.entries(pub.outcomes).filter(([k]) => k !== '200').reduce((n, [, v]) => n + v, 0);
+  const logErrors = serverLogErrors(server.logFile);
+  const serverErrors = non200 + Object.values(closes).reduce((a, b) => a + b, 0) + Object.values(genErrors).reduce((a, b) => a + b, 0) + logErrors.count + (alive ? 0 : 1);
+  const rssChange = (rssEnd - rssWarm) / rssWarm;
+
+  const result = {
+    minutes: o.minutes, conns: o.conns, channels: o.channels, rate_per_channel: o.rate, workers: o.workers,
+    connections_opened: opened, open_at_end: openAtEnd, subscriptions: sessions.length,
+    publishes: pub.outcomes, max_publish_ms: Math.round(pub.maxMs),
+    messages_received: received, messages_required: required, lost_messages: lost, lossy_subscriptions: lossySessions,
+    out_of_order_or_duplicate: disorder, max_delivery_latency_ms: Math.round(maxLatency),
+    rss_after_warmup_mib: +(rssWarm / 1024).toFixed(1), rss_end_mib: +(rssEnd / 1024).toFixed(1), rss_change_pct: +(rssChange * 100).toFixed(1),
+    server_errors: serverErrors, unexpected_closes: closes, client_errors: genErrors, server_log_errors: logErrors.sample,
+    server_alive_until_stop: alive, server_exit: exitReport,
+  };
+  const checks = {
+    rss: Number.isFinite(rssChange) && rssChange <= RSS_TOLERANCE,
+    lost: lost === 0 && disorder === 0 && required > 0,
+    server_errors: serverErrors === 0,
+  };
+  const pass = checks.rss && checks.lost && checks.server_errors;
+  process.stdout.write(JSON.stringify({ ...result, checks, pass }) + '\n');
+  process.stdout.write([
+    '',
+    `soak: ${o.minutes} min, ${o.conns} connections with churn (${opened} opened, ${sessions.length} subscriptions), ${o.channels} channels × ${o.rate}/s, workers ${o.workers}`,
+    `  RSS after warm-up ${result.rss_after_warmup_mib} MiB, at the end ${result.rss_end_mib} MiB (${result.rss_change_pct >= 0 ? '+' : ''}${result.rss_change_pct}%, limit +${RSS_TOLERANCE * 100}%): ${checks.rss ? 'ok' : 'FAIL'}`,
+    `  lost messages ${lost} of ${required} required (${received} received; out of order/duplicate ${disorder}; max latency ${result.max_delivery_latency_ms} ms): ${checks.lost ? 'ok' : 'FAIL'}`,
+    `  server errors ${serverErrors} (publishes ${JSON.stringify(pub.outcomes)}, unexpected closes ${JSON.stringify(closes)}, client errors ${JSON.stringify(genErrors)}, error log lines ${logErrors.count}): ${checks.server_errors ? 'ok' : 'FAIL'}`,
+    `  ${pass ? 'PASS' : 'FAIL'}`,
+    '',
+  ].join('\n'));
+  if (o.json) fs.appendFileSync(o.json, JSON.stringify({ ...result, checks, pass }) + '\n');
+  if (pass) fs.rmSync(tmp, { recursive: true, force: true });
+  else log(`server log kept: ${server.logFile}`);
+  return pass ? 0 : 1;
+}
+
+main().then((code) => process.exit(code), (err: unknown) => {
+  process.stderr.write(`soak: ${(err as Error)?.stack ?? String(err)}\n`);
+  killAllNow();
+  process.exit(2);
+});

@@ -1,0 +1,24 @@
+// POST /apps/{id}/users/{user_id}/terminate_connections: every socket signed in as the
+// user (pusher:signin), on every shard, gets pusher:error 4009 and is closed.
+
+import { BusFullError } from '../bus/bus';
+import type { AppConfig } from '../config/types';
+import type { ApiDeps } from './deps';
+import { jsonError, type ApiResponse } from './request';
+
+export async function terminateConnections(deps: ApiDeps, app: AppConfig, rawUserId: string): Promise<ApiResponse> {
+  let userId: string;
+  try {
+    userId = decodeURIComponent(rawUserId);
+  } catch {
+    return jsonError(400, 'user id in the path is not valid percent-encoding');
+  }
+  if (userId.length === 0) return jsonError(400, 'user id is empty');
+  try {
+    deps.terminateUser(app, userId);
+  } catch (err) {
+    if (err instanceof BusFullError) return jsonError(503, 'server busy: internal queues are full, retry later');
+    throw err;
+  }
+  return { status: 200, body: {} };
+}

@@ -1,0 +1,184 @@
+// prom-client implementation of MetricsSink: one Registry per thread (each shard and the
+// primary). Every metric is created up front with the spec's label set, so a metric
+// appears in /metrics (HELP/TYPE, and 0 for label-less ones) before it is first used.
+// The primary merges the threads' registries on each scrape (see ./server.ts).
+//
+// Label decisions (README "Metrics" says the same):
+// - `socket_id` labels of the spec (websocket_buffer_usage, websocket_messages_dropped_total)
+//   are unbounded, so those metrics are kept per thread without labels and summed.
+// - `event` of messages_sent_total / messages_received_total is the protocol event name for
+//   pusher: / pusher_internal: events, and the buckets 'client-event' / 'api-event' for app
+//   events (see ./meters.ts): an event name chosen by clients never becomes a label value.
+// - `path` of the HTTP metrics is the route pattern (/apps/:appId/events), never the URL.
+
+import { Counter, Gauge, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import type {
+  BoundCounter, BoundGauge, CounterName, GaugeName, HistogramName, Labels, MetricsSink,
+} from './types';
+
+export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
+
+interface Def { help: string; labels: string[] }
+
+const COUNTERS: Record<CounterName, Def> = {
+  connections_total: { help: 'WebSocket connections opened (accepted)', labels: ['app_id'] },
+  connection_errors_total: { help: 'WebSocket connections refused or closed by the server for an error', labels: ['app_id', 'reason'] },
+  channel_subscriptions_total: { help: 'Successful channel subscriptions', labels: ['app_id', 'channel_type'] },
+  channel_subscription_errors_total: { help: 'Refused channel subscriptions (reason: the subscription_error type)', labels: ['app_id', 'reason'] },
+  messages_sent_total: { help: 'Messages handed to client sockets (event: protocol event name, client-event or api-event)', labels: ['app_id', 'event'] },
+  messages_received_total: { help: 'Frames received from clients (event: protocol event name, client-event, other or malformed)', labels: ['app_id', 'event'] },
+  message_send_errors_total: { help: 'Messages to a single socket that uWS dropped (backpressure limit)', labels: [] },
+  message_bytes_sent_total: { help: 'Bytes of messages handed to client sockets', labels: [] },
+  message_bytes_received_total: { help: 'Bytes of frames received from clients', labels: [] },
+  http_requests_total: { help: 'HTTP requests on the main listener (path: the route pattern)', labels: ['method', 'path', 'status'] },
+  http_errors_total: { help: 'HTTP requests answered with a 5xx status', labels: [] },
+  presence_joins_total: { help: 'Presence subscriptions that joined (one per socket)', labels: [] },
+  presence_leaves_total: { help: 'Presence subscriptions that left (unsubscribe or close)', labels: [] },
+  websocket_buffer_full_total: { help: 'Sends that found a socket over its backpressure limit', labels: ['action'] },
+  websocket_messages_dropped_total: { help: 'Messages dropped for a socket over its backpressure limit (summed over sockets)', labels: [] },
+  rate_limit_exceeded_total: { help: 'Requests or events refused by a rate limit', labels: ['app_id', 'limit_type'] },
+  rate_limiter_errors_total: { help: 'Rate limiter backend failures', labels: [] },
+  adapter_publish_total: { help: 'Messages published to the multi-node adapter', labels: [] },
+  adapter_subscribe_total: { help: 'Adapter channel subscriptions', labels: [] },
+  adapter_errors_total: { help: 'Multi-node adapter errors', labels: [] },
+  cluster_nodes_failed_total: { help: 'Cluster nodes declared failed', labels: [] },
+  cluster_heartbeat_failures_total: { help: 'Cluster heartbeats that failed', labels: [] },
+  bus_full_total: { help: 'Frames refused because an internal ring and its spill queue were full (source: api, client_event, member_event)', labels: ['source'] },
+  shard_restarts_total: { help: 'Shard threads restarted after a crash', labels: [] },
+};
+
+const GAUGES: Record<GaugeName, Def> = {
+  connections_active: { help: 'Open WebSocket connections', labels: ['app_id'] },
+  channels_active: { help: 'Occupied channels', labels: ['app_id'] },
+  presence_members: { help: 'Members of a presence channel', labels: ['app_id', 'channel'] },
+  websocket_buffer_usage: { help: 'Bytes buffered for sending, summed over sockets', labels: [] },
+  cluster_nodes_active: { help: 'Active cluster nodes', labels: [] },
+  bus_spill_bytes: { help: 'Bytes waiting in writer-side spill queues of internal rings', labels: [] },
+};
+
+const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {
+  http_request_duration_seconds: {
+    help: 'HTTP request duration on the main listener (path: the route pattern)',
+    labels: ['method', 'path'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  },
+};
+
+/**
+ * A bound series for hot paths: inc/dec/set touch one number; the change is handed to
+ * prom-client (which hashes the label set on every call) only when the registry is
+ * collected. Flushing a delta keeps it exact when the same series is also updated through
+ * the sink's inc()/add(); do not mix it with set()/remove() on the same series.
+ */
+class BufferedSeries implements BoundCounter, BoundGauge {
+  private v = 0;
+  private flushed = 0;
+
+  constructor(private readonly metric: Counter<string> | Gauge<string>, private readonly labels: Labels | undefined) {}
+
+  inc(by = 1): void {
+    this.v += by;
+  }
+
+  dec(by = 1): void {
+    this.v -= by;
+  }
+
+  set(value: number): void {
+    this.v = value;
+  }
+
+  flush(): void {
+    const d = this.v - this.flushed;
+    if (d === 0) return;
+    this.flushed = this.v;
+    if (this.labels) this.metric.inc(this.labels, d);
+    else this.metric.inc(d);
+  }
+}
+
+/** One thread's metrics. `prefix` is metrics.prefix (e.g. 'ringcast_'). */
+export class PromMetrics implements MetricsSink {
+  readonly registry = new Registry();
+  private readonly counters = new Map<CounterName, Counter<string>>();
+  private readonly gauges = new Map<GaugeName, Gauge<string>>();
+  private readonly histograms = new Map<HistogramName, Histogram<string>>();
+  private readonly beforeCollect: (() => void)[] = [];
+  private readonly bound = new Map<string, BufferedSeries>();
+
+  constructor(readonly prefix: string) {
+    const registers = [this.registry];
+    for (const [name, d] of Object.entries(COUNTERS) as [CounterName, Def][]) {
+      this.counters.set(name, new Counter({ name: prefix + name, help: d.help, labelNames: d.labels, registers }));
+    }
+    for (const [name, d] of Object.entries(GAUGES) as [GaugeName, Def][]) {
+      this.gauges.set(name, new Gauge({ name: prefix + name, help: d.help, labelNames: d.labels, registers }));
+    }
+    for (const [name, d] of Object.entries(HISTOGRAMS) as [HistogramName, Def & { buckets: number[] }][]) {
+      this.histograms.set(name, new Histogram({ name: prefix + name, help: d.help, labelNames: d.labels, buckets: d.buckets, registers }));
+    }
+  }
+
+  inc(name: CounterName, labels?: Labels, by = 1): void {
+    const c = this.counters.get(name)!;
+    if (labels) c.inc(labels, by);
+    else c.inc(by);
+  }
+
+  set(name: GaugeName, labels: Labels | undefined, value: number): void {
+    const g = this.gauges.get(name)!;
+    if (labels) g.set(labels, value);
+    else g.set(value);
+  }
+
+  add(name: GaugeName, labels: Labels | undefined, delta: number): void {
+    const g = this.gauges.get(name)!;
+    if (labels) g.inc(labels, delta);
+    else g.inc(delta);
+  }
+
+  observe(name: HistogramName, labels: Labels | undefined, value: number): void {
+    const h = this.histograms.get(name)!;
+    if (labels) h.observe(labels, value);
+    else h.observe(value);
+  }
+
+  remove(name: GaugeName, labels: Labels): void {
+    this.gauges.get(name)!.remove(labels);
+  }
+
+  counter(name: CounterName, labels?: Labels): BoundCounter {
+    return this.bind(name, COUNTERS[name], this.counters.get(name)!, labels);
+  }
+
+  gauge(name: GaugeName, labels?: Labels): BoundGauge {
+    return this.bind(name, GAUGES[name], this.gauges.get(name)!, labels);
+  }
+
+  private bind(name: string, def: Def, metric: Counter<string> | Gauge<string>, labels: Labels | undefined): BufferedSeries {
+    const key = labels ? name + JSON.stringify(Object.entries(labels).sort()) : name;
+    let s = this.bound.get(key);
+    if (s === undefined) {
+      // Checked here, at bind time: prom-client would only throw at the first scrape.
+      const given = Object.keys(labels ?? {});
+      if (given.length !== def.labels.length || !given.every((l) => def.labels.includes(l))) {
+        throw new Error(`${name} takes the labels [${def.labels.join(', ')}], got [${given.join(', ')}]`);
+      }
+      s = new BufferedSeries(metric, labels);
+      this.bound.set(key, s);
+    }
+    return s;
+  }
+
+  /** Runs `fn` before every collection (gauges sampled at scrape time, e.g. spill bytes). */
+  onCollect(fn: () => void): void {
+    this.beforeCollect.push(fn);
+  }
+
+  /** This thread's metrics as plain objects (postMessage-able), for the primary's aggregation. */
+  async json(): Promise<MetricsJson> {
+    for (const fn of this.beforeCollect) fn();
+    for (const s of this.bound.values()) s.flush();
+    return this.registry.getMetricsAsJSON();
+  }
+}

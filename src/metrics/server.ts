@@ -1,0 +1,116 @@
+// The primary's /metrics listener (node:http on metrics.host:metrics.port). On each
+// scrape it asks every shard for its registry (postMessage on the worker, not the rings),
+// sums them with the primary's own registry (AggregatorRegistry.aggregate: counters,
+// gauges and histogram buckets are summed per label set) and appends the primary's
+// default process metrics (collected in the primary only: CPU and RSS are per process).
+// A shard that does not answer within `shardTimeoutMs` is left out (warning logged).
+
+import http from 'node:http';
+import type net from 'node:net';
+import type { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import { AggregatorRegistry, Registry, collectDefaultMetrics } from 'prom-client';
+import type { PrimaryCommand, ShardEvent } from '../shard/init';
+import type { MetricsJson, PromMetrics } from './registry';
+
+export interface MetricsServer {
+  /** The bound port (metrics.port 0 = an ephemeral one). */
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+export interface MetricsServerOptions {
+  host: string;
+  port: number;
+  prefix: string;
+  log: Logger;
+  /** The primary's own registry (shard_restarts_total, …). */
+  primary: PromMetrics;
+  /** The shard threads of this moment (shard ids are their indexes). */
+  shards: () => readonly Worker[];
+  shardTimeoutMs?: number;
+}
+
+let nextReq = 1;
+
+/** One shard's metrics, or null when it did not answer in time (or is gone). */
+function askShard(worker: Worker, shard: number, timeoutMs: number, log: Logger): Promise<MetricsJson | null> {
+  const req = nextReq++;
+  return new Promise((resolve) => {
+    const onMessage = (e: ShardEvent) => {
+      if (e.type !== 'metrics' || e.req !== req) return;
+      finish(e.metrics);
+    };
+    const timer = setTimeout(() => {
+      log.warn({ shard, timeoutMs }, 'shard did not answer the metrics request in time; scrape served without it');
+      finish(null);
+    }, timeoutMs);
+    function finish(m: MetricsJson | null) {
+      clearTimeout(timer);
+      worker.off('message', onMessage);
+      resolve(m);
+    }
+    worker.on('message', onMessage);
+    try {
+      const cmd: PrimaryCommand = { type: 'metrics', req };
+      worker.postMessage(cmd);
+    } catch (err) {
+      log.warn({ err, shard }, 'could not ask a shard for its metrics');
+      finish(null);
+    }
+  });
+}
+
+/** The aggregated Prometheus text of every thread plus the primary's process metrics. */
+export async function scrape(opts: MetricsServerOptions, defaults: Registry): Promise<string> {
+  const timeoutMs = opts.shardTimeoutMs ?? 1000;
+  const shards = opts.shards();
+  const [own, ...parts] = await Promise.all([
+    opts.primary.json(),
+    ...shards.map((w, i) => askShard(w, i, timeoutMs, opts.log)),
+  ]);
+  const all = [own, ...parts.filter((p): p is MetricsJson => p !== null)];
+  const aggregated = AggregatorRegistry.aggregate(all);
+  return (await aggregated.metrics()) + (await defaults.metrics());
+}
+
+export function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
+  const defaults = new Registry();
+  collectDefaultMetrics({ register: defaults, prefix: opts.prefix });
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?', 1)[0];
+    if (path !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not found\n');
+      return;
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('Method not allowed\n');
+      return;
+    }
+    scrape(opts, defaults).then((text) => {
+      res.writeHead(200, { 'content-type': Registry.PROMETHEUS_CONTENT_TYPE }).end(req.method === 'HEAD' ? undefined : text);
+    }, (err: unknown) => {
+      opts.log.error({ err }, 'metrics scrape failed');
+      res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('metrics scrape failed\n');
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      server.on('error', (err) => opts.log.error({ err }, 'metrics listener error'));
+      const { port } = server.address() as net.AddressInfo;
+      let closing: Promise<void> | null = null;
+      resolve({
+        port,
+        close() {
+          closing ??= new Promise<void>((done) => {
+            server.close(() => done());
+            server.closeAllConnections();
+          });
+          return closing;
+        },
+      });
+    });
+  });
+}

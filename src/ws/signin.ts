@@ -1,0 +1,57 @@
+// pusher:signin (Pusher user authentication): a socket proves who its user is with a
+// signature over `socket_id::user::user_data`. A signed-in socket receives what the API
+// publishes to '#server-to-user-<id>' and can be cut off by
+// POST /apps/{id}/users/{user_id}/terminate_connections. Failure: pusher:error 4009, close.
+
+import { ErrorCode } from '../protocol/codes';
+import { Ev } from '../protocol/events';
+import { errorFrame, frame } from '../protocol/frames';
+import { verifyUserAuth } from '../protocol/hmac';
+import { SERVER_TO_USER_PREFIX } from '../protocol/channels';
+import { topicOf } from '../shard/fanout';
+import type { WsDeps } from './deps';
+import type { Socket, SocketData } from './types';
+
+export function createSignin(deps: WsDeps) {
+  function fail(ws: Socket, message: string) {
+    ws.cork(() => {
+      ws.send(errorFrame(deps.out(Ev.Error), ErrorCode.Unauthorized, message), false);
+      ws.end(ErrorCode.Unauthorized, message);
+    });
+  }
+
+  return function signin(ws: Socket, d: SocketData, data: unknown): void {
+    const app = d.app!;
+    const { user_data: userData, auth } = (data ?? {}) as { user_data?: unknown; auth?: unknown };
+    if (typeof userData !== 'string') return fail(ws, 'Signin failed: user_data must be a JSON string');
+    if (!verifyUserAuth(auth, app.key, app.secret, d.id, userData)) return fail(ws, 'Signin failed: invalid signature');
+    let user: { id?: unknown };
+    try {
+      user = JSON.parse(userData);
+    } catch {
+      return fail(ws, 'Signin failed: user_data is not valid JSON');
+    }
+    const id = user?.id;
+    if (typeof id !== 'string' || id.length === 0) return fail(ws, 'Signin failed: user_data needs an "id" string');
+    if (d.userId !== null && d.userId !== id) return fail(ws, 'Signin failed: this connection is signed in as another user');
+    d.userId = id;
+    ws.subscribe(topicOf(app.id, SERVER_TO_USER_PREFIX + id));
+    ws.send(frame(deps.out(Ev.SigninSuccess), { user_data: userData }), false);
+  };
+}
+
+/** Closes this shard's sockets signed in as `userId` of app `appId` (4009). */
+export function terminateUser(sockets: Iterable<Socket>, appId: string, userId: string, out: (e: string) => string): number {
+  let n = 0;
+  for (const ws of [...sockets]) {
+    const d = ws.getUserData();
+    if (d.closed || d.app?.id !== appId || d.userId !== userId) continue;
+    const message = 'Connection terminated by the server';
+    ws.cork(() => {
+      ws.send(errorFrame(out(Ev.Error), ErrorCode.Unauthorized, message), false);
+      ws.end(ErrorCode.Unauthorized, message);
+    });
+    n++;
+  }
+  return n;
+}

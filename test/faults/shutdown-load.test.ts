@@ -1,0 +1,192 @@
+// Graceful shutdown under load: 2,000 subscribers while a publisher streams events, then
+// RunningServer.stop() (in process) or SIGTERM (`ringcast start` as a child process):
+//  - every client gets close 4200;
+//  - every frame any client received is complete JSON (a half-written frame would fail
+//    the `ws` client's framing, or JSON.parse, or end the socket with 1006);
+//  - stop() resolves / the process exits 0 within shutdown_grace_period.
+
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import WebSocket from 'ws';
+import { APP, WORKERS, startServer } from '../helpers/server';
+import { publish } from './api';
+
+const CLIENTS = 2000;
+const CHANNELS = 4;
+const GRACE_MS = 10_000;
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+
+/** A subscriber that keeps only counts: frames, unparseable ones, events, close code. */
+class Sub {
+  frames = 0;
+  bad = 0;
+  events = 0;
+  closeCode: number | null = null;
+  readonly closed: Promise<number>;
+  private constructor(readonly ws: WebSocket) {
+    this.closed = new Promise((resolve) => ws.on('close', (code) => { this.closeCode = code; resolve(code); }));
+    ws.on('error', () => { this.bad++; });
+  }
+
+  static open(port: number, channel: string): Promise<Sub> {
+    const s = new Sub(new WebSocket(`ws://127.0.0.1:${port}/app/${APP.key}?protocol=7`, { perMessageDeflate: false }));
+    return new Promise((resolve, reject) => {
+      s.ws.once('error', reject);
+      s.ws.on('message', (raw) => {
+        s.frames++;
+        let f: { event?: string; data?: unknown };
+        try {
+          f = JSON.parse(raw.toString());
+          if (f.event === 'load') JSON.parse(f.data as string);
+        } catch {
+          s.bad++;
+          return;
+        }
+        if (f.event === 'pusher:connection_established') s.ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
+        else if (f.event === 'pusher_internal:subscription_succeeded') resolve(s);
+        else if (f.event === 'load') s.events++;
+      });
+      void s.closed.then(() => reject(new Error('closed before subscribing')));
+    });
+  }
+}
+
+async function openMany(port: number): Promise<Sub[]> {
+  const subs: Sub[] = [];
+  for (let i = 0; i < CLIENTS; i += 100) {
+    subs.push(...await Promise.all(Array.from({ length: Math.min(100, CLIENTS - i) }, (_, k) => Sub.open(port, `load-${(i + k) % CHANNELS}`))));
+  }
+  return subs;
+}
+
+/** Publishes to the load channels from 4 keep-alive connections until stop(); tallies the outcomes. */
+function publisher(port: number) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+  const outcomes = new Map<string, number>();
+  const tally = (k: string) => outcomes.set(k, (outcomes.get(k) ?? 0) + 1);
+  let running = true;
+  let seq = 0;
+  const loops = Array.from({ length: 4 }, async () => {
+    while (running) {
+      const n = seq++;
+      try {
+        const r = await publish(port, { name: 'load', channel: `load-${n % CHANNELS}`, data: JSON.stringify({ n, pad: 'z'.repeat(200) }) }, { agent, timeoutMs: 5000 });
+        tally(String(r.status));
+      } catch {
+        tally('connection error');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+  });
+  return {
+    outcomes,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      agent.destroy();
+      return outcomes;
+    },
+  };
+}
+
+async function loaded(t: Test, subs: Sub[]): Promise<void> {
+  const until = Date.now() + 20_000;
+  while (subs.some((s) => s.events === 0) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+  t.ok(subs.every((s) => s.events > 0), 'every subscriber is receiving the stream');
+  await new Promise((r) => setTimeout(r, 1000)); // then stop in the middle of the stream
+}
+
+async function checkClients(t: Test, subs: Sub[]): Promise<void> {
+  await Promise.race([Promise.all(subs.map((s) => s.closed)), new Promise((r) => setTimeout(r, 5000))]);
+  const codes: Record<string, number> = {};
+  for (const s of subs) codes[String(s.closeCode)] = (codes[String(s.closeCode)] ?? 0) + 1;
+  t.same(codes, { 4200: CLIENTS }, `all ${CLIENTS} clients got close 4200`);
+  t.equal(subs.reduce((n, s) => n + s.bad, 0), 0, 'no frame that is not complete JSON, no socket error');
+  const frames = subs.reduce((n, s) => n + s.frames, 0);
+  t.comment(`${frames} frames received in all`);
+}
+
+function checkPublisher(t: Test, outcomes: Map<string, number>): void {
+  t.comment(`publisher: ${JSON.stringify(Object.fromEntries(outcomes))}`);
+  t.ok((outcomes.get('200') ?? 0) > 0, 'publishes were answered');
+  t.ok([...outcomes.keys()].every((k) => ['200', '503', 'connection error'].includes(k)), 'only 200, 503 or a closed connection');
+}
+
+t.test('stop() with 2,000 subscribers under load', async (t) => {
+  const srv = await startServer({ shutdown_grace_period: GRACE_MS });
+  let stopped = false;
+  t.teardown(() => (stopped ? undefined : srv.server.stop()));
+  const subs = await openMany(srv.port);
+  const pub = publisher(srv.port);
+  await loaded(t, subs);
+  const t0 = Date.now();
+  await srv.server.stop();
+  stopped = true;
+  const took = Date.now() - t0;
+  t.ok(took < GRACE_MS, `stop() resolved in ${took} ms (grace ${GRACE_MS} ms)`);
+  checkPublisher(t, await pub.stop());
+  await checkClients(t, subs);
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitUp(port: number, exited: () => boolean): Promise<void> {
+  for (const until = Date.now() + 20_000; Date.now() < until;) {
+    if (exited()) throw new Error('ringcast exited before listening');
+    const ok = await new Promise<boolean>((resolve) => {
+      http.get({ host: '127.0.0.1', port, path: '/up', agent: false, timeout: 1000 }, (res) => { res.resume(); resolve(res.statusCode === 200); })
+        .on('error', () => resolve(false)).on('timeout', function (this: http.ClientRequest) { this.destroy(); });
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('ringcast did not answer /up');
+}
+
+t.test('SIGTERM to `ringcast start` with 2,000 subscribers under load', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-shutdown-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const port = await freePort();
+  const file = path.join(dir, 'config.yaml');
+  writeFileSync(file, [
+    'host: 127.0.0.1', `port: ${port}`, `workers: ${WORKERS}`, `shutdown_grace_period: ${GRACE_MS}`,
+    'log:', '  level: warn', 'apps:', `  - id: ${APP.id}`, `    key: ${APP.key}`, `    secret: ${APP.secret}`, '',
+  ].join('\n'));
+  const env: NodeJS.ProcessEnv = {};
+  for (const k of ['PATH', 'HOME', 'TMPDIR', 'LANG']) if (process.env[k] !== undefined) env[k] = process.env[k];
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'ringcast.js'), 'start', '--config', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (b: Buffer) => { stderr += b.toString(); });
+  child.stdout!.resume();
+  let exitCode: number | string | null = null;
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, sig) => { exitCode = code ?? sig ?? -1; resolve(exitCode); }));
+  t.teardown(async () => {
+    if (exitCode === null) { child.kill('SIGKILL'); await exited; }
+  });
+  await waitUp(port, () => exitCode !== null);
+  const subs = await openMany(port);
+  const pub = publisher(port);
+  await loaded(t, subs);
+  const t0 = Date.now();
+  child.kill('SIGTERM');
+  const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), GRACE_MS + 5000))]);
+  const took = Date.now() - t0;
+  t.equal(code, 0, `exit code 0${stderr ? `; stderr: ${stderr.slice(0, 500)}` : ''}`);
+  t.ok(took < GRACE_MS, `exited ${took} ms after SIGTERM (grace ${GRACE_MS} ms)`);
+  checkPublisher(t, await pub.stop());
+  await checkClients(t, subs);
+});

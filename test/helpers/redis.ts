@@ -1,0 +1,160 @@
+// Real Redis servers for tests, started by the test itself on free ports in a temp dir
+// (no persistence) and killed in teardown: a standalone server, or a 3-master cluster
+// built with `redis-cli --cluster create`. redis-server missing is a FAILURE with a
+// clear message, never a skip: `make test` installs it (scripts/deps.sh).
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+/** Throws (the test fails) when the binaries are missing. */
+export function requireRedisBinaries(): void {
+  for (const bin of ['redis-server', 'redis-cli']) {
+    const r = spawnSync(bin, ['--version'], { encoding: 'utf8' });
+    if (r.error || r.status !== 0) {
+      throw new Error(`${bin} is not installed: these tests need a real Redis. Run scripts/deps.sh ` +
+        '(make test does) or apt-get install -y redis-server.');
+    }
+  }
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** A whole one-line (+ - :) or bulk ($) reply: enough for what the helpers read. */
+function complete(buf: string): boolean {
+  const eol = buf.indexOf('\r\n');
+  if (eol < 0) return false;
+  if (buf[0] !== '$') return true;
+  const n = Number(buf.slice(1, eol));
+  return n < 0 || Buffer.byteLength(buf) >= eol + 2 + n + 2;
+}
+
+/** Sends one inline command and resolves with the raw reply (or rejects). */
+export function redisCommand(port: number, command: string, timeoutMs = 1000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let buf = '';
+    const timer = setTimeout(() => { sock.destroy(); reject(new Error('redis command timed out')); }, timeoutMs);
+    sock.on('connect', () => sock.write(`${command}\r\n`));
+    sock.on('data', (d) => {
+      buf += d.toString();
+      if (complete(buf)) {
+        clearTimeout(timer);
+        sock.end();
+        resolve(buf);
+      }
+    });
+    sock.on('error', (err) => { clearTimeout(timer); reject(err); });
+  });
+}
+
+async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await fn()) return;
+    } catch { /* not yet */ }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export class RedisServer {
+  private proc: ChildProcess | null = null;
+
+  private constructor(readonly port: number, readonly dir: string, private readonly extra: string[]) {}
+
+  static async start(extra: string[] = []): Promise<RedisServer> {
+    requireRedisBinaries();
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-redis-'));
+    const s = new RedisServer(await freePort(), dir, extra);
+    await s.resume();
+    return s;
+  }
+
+  get running(): boolean {
+    return this.proc !== null;
+  }
+
+  /** (Re)starts the server on the same port and waits for PONG. */
+  async resume(): Promise<void> {
+    if (this.proc) return;
+    const proc = spawn('redis-server', [
+      '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+      '--dir', this.dir, '--logfile', path.join(this.dir, `redis-${this.port}.log`), ...this.extra,
+    ], { stdio: 'ignore' });
+    live.add(proc);
+    proc.once('exit', () => live.delete(proc));
+    this.proc = proc;
+    await until(`redis-server on port ${this.port}`, async () => (await redisCommand(this.port, 'PING')).startsWith('+PONG'));
+  }
+
+  /** Kills the server (SIGKILL: an outage, not a clean shutdown) and waits for its exit. */
+  async kill(): Promise<void> {
+    const proc = this.proc;
+    if (!proc) return;
+    this.proc = null;
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGKILL');
+      await exited;
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export class RedisCluster {
+  private constructor(readonly nodes: RedisServer[]) {}
+
+  get ports(): number[] {
+    return this.nodes.map((n) => n.port);
+  }
+
+  /** Three masters, no replicas, all 16384 slots assigned, cluster_state:ok everywhere. */
+  static async start(): Promise<RedisCluster> {
+    requireRedisBinaries();
+    const nodes: RedisServer[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const port = await freePort();
+        nodes.push(await RedisServer.start([
+          '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000',
+        ]));
+      }
+      const args = ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'];
+      const r = spawnSync('redis-cli', args, { encoding: 'utf8', timeout: 30_000 });
+      if (r.status !== 0) throw new Error(`redis-cli --cluster create failed: ${r.stderr || r.stdout}`);
+      for (const n of nodes) {
+        await until(`cluster_state:ok on ${n.port}`, async () => (await redisCommand(n.port, 'CLUSTER INFO')).includes('cluster_state:ok'), 20_000);
+      }
+      return new RedisCluster(nodes);
+    } catch (err) {
+      await Promise.all(nodes.map((n) => n.stop()));
+      throw err;
+    }
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.stop()));
+  }
+}
