@@ -34,12 +34,18 @@ export function ringcastTarget(workers: number): TargetDef {
         `  - id: ${APP.id}`,
         `    key: ${APP.key}`,
         `    secret: ${APP.secret}`,
+        // The spec's default API bucket is 1,000 requests/s per app; soketi's default app
+        // has no limit. A throughput benchmark measures the engine, not the limiter.
+        '    max_client_events_per_second: 10000000',
         '',
       ].join('\n'));
       return launchServer({
         name: `ringcast-${workers}`,
         cmd: process.execPath,
-        args: [path.join(root, 'bin', 'ringcast.js'), 'start', '--config', file],
+        // RINGCAST_BENCH_NODE_ARGS: extra node flags for the server, e.g. profiling:
+        // RINGCAST_BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"
+        args: [...(process.env.RINGCAST_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
+          path.join(root, 'bin', 'ringcast.js'), 'start', '--config', file],
         cwd: root,
         env: baseEnv(),
         port,
