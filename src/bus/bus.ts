@@ -14,8 +14,12 @@
 // order, holding later ones for the next drain. So when a publish answered on shard A
 // is followed by one on shard B (a client awaiting each HTTP response, on a new
 // connection each time), every shard delivers them in that order. A publish to the
-// thread itself first delivers what the rings hold from before it. (Frames that wait
-// in a writer's spill queue because a ring is full are not covered.)
+// thread itself first delivers what the rings hold from before it. Frames that wait in
+// a writer's spill queue because a ring is full are covered too: each ring shows the
+// stamp of the writer's oldest spilled frame (ring invariant 6), read between the two
+// collects, and nothing stamped after it is delivered before it arrives (the writer rings
+// the doorbell when it moves spilled frames). A writer that shows the same oldest frame
+// for SPILL_WAIT_MAX_MS is taken for gone (crashed, stopped) and no longer waited for.
 
 import { DoorbellListener, DoorbellRinger } from './doorbell';
 import { RingReader, RingWriter } from './ring';
@@ -83,6 +87,10 @@ interface Stamped {
 
 /** a - b for stamps that wrap at 2^32. */
 const stampDiff = (a: number, b: number) => (a - b) | 0;
+/** The stamp of a frame payload (its first 4 bytes, big-endian; see Bus.stamp). */
+const stampOf = (p: Uint8Array) => (p[0] << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
+/** How long a reader holds frames for a writer's spilled frame that does not move (see top). */
+const SPILL_WAIT_MAX_MS = 1000;
 const byStamp = (a: Stamped, b: Stamped) => stampDiff(a.stamp, b.stamp);
 
 export class Bus {
@@ -103,6 +111,10 @@ export class Bus {
   private stopped = false;
   /** Test hook (pauseDraining): the rings are not read until then; 0 = not paused. */
   private pausedUntil = 0;
+  /** Per peer: the spill mark last waited for, and since when (0: not waiting). */
+  private readonly spillWaitMark: number[] = [];
+  private readonly spillWaitSince: number[] = [];
+  private spillTimer: NodeJS.Timeout | null = null;
   private pauseTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -121,6 +133,7 @@ export class Bus {
       this.writers.push(new RingWriter(topo.rings[self][peer]!, {
         maxSpillBytes: topo.maxSpillBytes,
         onWritten: () => ringer.request(),
+        mark: stampOf,
       }));
       this.readers.push(new RingReader(topo.rings[peer][self]!));
     }
@@ -241,6 +254,8 @@ export class Bus {
     this.listener?.stop();
     if (this.redrain) clearImmediate(this.redrain);
     this.redrain = null;
+    if (this.spillTimer) clearTimeout(this.spillTimer);
+    this.spillTimer = null;
     for (const w of this.writers) w?.close();
     for (const p of this.pending.values()) {
       clearTimeout(p.timer);
@@ -274,7 +289,7 @@ export class Bus {
     this.writers[peer]?.close();
     const ringer = new DoorbellRinger(doorbell);
     this.ringers[peer] = ringer;
-    this.writers[peer] = new RingWriter(toPeer, { maxSpillBytes: this.topo.maxSpillBytes, onWritten: () => ringer.request() });
+    this.writers[peer] = new RingWriter(toPeer, { maxSpillBytes: this.topo.maxSpillBytes, onWritten: () => ringer.request(), mark: stampOf });
     this.readers[peer] = new RingReader(fromPeer);
     this.topo.rings[this.self][peer] = toPeer;
     this.topo.rings[peer][this.self] = fromPeer;
@@ -335,11 +350,14 @@ export class Bus {
     this.held = [];
     if (local) batch.push(local);
     let horizon: number;
+    let waitSpill: number | null = null;
     if (resume === undefined) {
       this.collect(batch);
       if (batch.length === 0) return;
       horizon = batch[0].stamp;
       for (const f of batch) if (stampDiff(f.stamp, horizon) > 0) horizon = f.stamp;
+      waitSpill = this.spillHorizon(horizon);
+      if (waitSpill !== null) horizon = waitSpill;
       this.collect(batch);
     } else {
       if (batch.length === 0) return;
@@ -367,7 +385,45 @@ export class Bus {
     // The resumed drain reads nothing new, so a peer streaming answers cannot keep this
     // thread in microtasks: new frames wait for the next wake-up as usual.
     if (yielded) queueMicrotask(() => this.drain(undefined, horizon));
+    else if (waitSpill !== null) this.armSpillTimer(); // the writer rings when its spill moves
     else if (this.held.length > 0) this.redrain = setImmediate(() => this.drain());
+  }
+
+  /**
+   * The horizon lowered to just before the oldest spilled frame of any peer, if that is
+   * at or before `horizon`; else null. A peer whose oldest spilled frame has not moved for
+   * SPILL_WAIT_MAX_MS is not waited for (see top).
+   */
+  private spillHorizon(horizon: number): number | null {
+    let out: number | null = null;
+    let now = 0;
+    for (let peer = 0; peer < this.readers.length; peer++) {
+      const mark = this.readers[peer]?.spillMark() ?? null;
+      if (mark === null) {
+        this.spillWaitSince[peer] = 0;
+        continue;
+      }
+      if (stampDiff(mark, out ?? horizon) > 0) continue;
+      now ||= Date.now();
+      if (this.spillWaitSince[peer] === 0 || this.spillWaitSince[peer] === undefined || this.spillWaitMark[peer] !== mark) {
+        this.spillWaitMark[peer] = mark;
+        this.spillWaitSince[peer] = now;
+      } else if (now - this.spillWaitSince[peer] > SPILL_WAIT_MAX_MS) {
+        continue;
+      }
+      out = (mark - 1) | 0;
+    }
+    return out;
+  }
+
+  /** A drain after SPILL_WAIT_MAX_MS, in case the writer waited for never moves its spill. */
+  private armSpillTimer(): void {
+    if (this.spillTimer) return;
+    this.spillTimer = setTimeout(() => {
+      this.spillTimer = null;
+      if (!this.stopped) this.drain();
+    }, SPILL_WAIT_MAX_MS + 10);
+    this.spillTimer.unref();
   }
 
   /** Returns true when the frame was an answer that settled a pending request. */

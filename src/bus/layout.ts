@@ -6,6 +6,8 @@ export const CAPACITY = 1; // data-area bytes (power of two); written once by cr
 export const TAIL = 16; // writer's byte counter (u32, wraps at 2^32); stored only by the writer
 export const WAITING = 17; // 1: the writer has spilled frames and waits (Atomics.waitAsync) on HEAD;
 //                           the reader clears it and notifies HEAD after a drain
+export const SPILLED = 18; // 1 while the writer's spill queue is not empty (with RingWriterOptions.mark)
+export const SPILL_MARK = 19; // mark(payload) of the oldest spilled frame; stored before SPILLED is set
 export const HEADER_BYTES = 128; // data area starts here (two cache lines)
 
 export const MIN_CAPACITY = 4096;

@@ -28,10 +28,14 @@
  *  5. A frame taken by write() is never dropped or reordered: while the spill
  *     queue is non-empty, new frames queue behind it. A writer with spilled frames
  *     sets WAITING and waits on HEAD; a drain that moved HEAD clears it and notifies.
+ *  6. With a `mark` option, SPILLED / SPILL_MARK tell the reader what is still to come:
+ *     the mark of the oldest spilled frame, updated before write() returns and after
+ *     frames move into the ring (so a reader that sees a newer mark, or none, sees the
+ *     frames that left the spill queue in the ring).
  */
 import {
   ALIGN, CAPACITY, CHUNK, CHUNK_START, CHUNK_START_PREFIX, FRAME_HEADER_BYTES, HEAD,
-  HEADER_BYTES, MAX_CAPACITY, MIN_CAPACITY, RESERVED_TYPE_MIN, TAIL, WAITING, WRAP,
+  HEADER_BYTES, MAX_CAPACITY, MIN_CAPACITY, RESERVED_TYPE_MIN, SPILL_MARK, SPILLED, TAIL, WAITING, WRAP,
 } from './layout';
 import { waitAsync } from './doorbell';
 
@@ -79,6 +83,7 @@ interface Spilled { type: number; bytes: Uint8Array; done: number; /* bytes alre
 export interface RingWriterOptions {
   maxSpillBytes?: number; // bound of the spill queue (payload + 5 bytes per frame); default 64 MiB
   onWritten?: () => void; // called (synchronously) after write()/flushSpill() made ≥ 1 frame visible
+  mark?: (payload: Uint8Array) => number; // an Int32 the reader sees for the oldest spilled frame (invariant 6)
 }
 
 export class RingWriter extends RingEnd {
@@ -96,11 +101,14 @@ export class RingWriter extends RingEnd {
   private immediate: NodeJS.Immediate | null = null;
   private waiting = false; // an Atomics.waitAsync on HEAD is pending
   private closed = false;
+  private readonly markOf: ((payload: Uint8Array) => number) | undefined;
+  private marked: Spilled | null = null; // the spilled frame whose mark is published
 
   constructor(sab: SharedArrayBuffer, opts: RingWriterOptions = {}) {
     super(sab);
     this.maxSpill = opts.maxSpillBytes ?? 64 * 1024 * 1024;
     this.onWritten = opts.onWritten;
+    this.markOf = opts.mark;
   }
 
   get spilledBytes(): number { return this.spilled; }
@@ -160,13 +168,36 @@ export class RingWriter extends RingEnd {
       this.spill = this.spill.slice(this.spillAt); // drop taken entries; O(1) amortised
       this.spillAt = 0;
     }
+    if (this.markOf !== undefined) this.publishMark();
     if (wrote) this.onWritten?.();
     this.arm();
     return this.spilled;
   }
 
-  /** Stops the retry timer; spilled frames stay queued (flushSpill() still moves them). */
-  close(): void { this.closed = true; this.cancel(); }
+  /**
+   * Stops the retry timer; spilled frames stay queued (flushSpill() still moves them), but
+   * the reader is no longer told to wait for them (SPILLED cleared).
+   */
+  close(): void {
+    this.closed = true;
+    this.cancel();
+    if (this.marked !== null) Atomics.store(this.i32, SPILLED, 0);
+    this.marked = null;
+  }
+
+  /** Invariant 6: SPILL_MARK / SPILLED follow the head of the spill queue. */
+  private publishMark(): void {
+    if (this.closed) return;
+    const head = this.spillAt < this.spill.length ? this.spill[this.spillAt] as Spilled : null;
+    if (head === this.marked) return;
+    if (head === null) {
+      Atomics.store(this.i32, SPILLED, 0);
+    } else {
+      Atomics.store(this.i32, SPILL_MARK, this.markOf!(head.bytes) | 0);
+      if (this.marked === null) Atomics.store(this.i32, SPILLED, 1);
+    }
+    this.marked = head;
+  }
 
   private readonly retry = (): void => { this.cancel(); this.flushSpill(); };
   private readonly woken = (): void => { this.waiting = false; if (!this.closed) this.retry(); };
@@ -241,6 +272,11 @@ export class RingWriter extends RingEnd {
 
 export class RingReader extends RingEnd {
   private head = Atomics.load(this.i32, HEAD) >>> 0;
+
+  /** The writer's mark of its oldest spilled frame (RingWriterOptions.mark), or null: nothing spilled. */
+  spillMark(): number | null {
+    return Atomics.load(this.i32, SPILLED) === 0 ? null : Atomics.load(this.i32, SPILL_MARK);
+  }
   private asm: Buffer | null = null; // chunked payload being reassembled
   private asmType = 0;
   private asmAt = 0;

@@ -31,7 +31,14 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
   const name = ev.name as string;
   if (isClientEvent(name)) return jsonError(400, `${where}event names starting with client- are reserved for client events`);
   if (ev.data === undefined) return jsonError(400, `${where}data is required`);
-  const data = typeof ev.data === 'string' ? ev.data : JSON.stringify(ev.data);
+  let data: string;
+  try {
+    data = typeof ev.data === 'string' ? ev.data : JSON.stringify(ev.data);
+  } catch {
+    // Parsed JSON only fails to serialise when nested too deeply (RangeError: stack
+    // overflow); a client mistake, not a 500 (test/fuzz/http.fuzz.test.ts).
+    return jsonError(400, `${where}data is nested too deeply`);
+  }
   const size = Buffer.byteLength(data);
   if (size > app.max_event_payload_in_kb * 1024) {
     return jsonError(413, `${where}data is ${size} bytes, more than the ${app.max_event_payload_in_kb} KB allowed`);
@@ -50,7 +57,8 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
   }
   for (const c of channels) {
     const bad = validateChannelName(c, app.max_channel_name_length);
-    if (bad !== null) return jsonError(400, `${where}invalid channel ${JSON.stringify(c)}: ${bad}`);
+    // Only a string is quoted back: a non-string can be nested too deeply to serialise (a 500).
+    if (bad !== null) return jsonError(400, `${where}invalid channel${typeof c === 'string' ? ' ' + JSON.stringify(c) : ''}: ${bad}`);
   }
   if (new Set(channels).size !== channels.length) return jsonError(400, `${where}channels contains a channel twice`);
   let socketId = '';

@@ -251,3 +251,38 @@ t.test('a throwing onFrame loses only its own frame', async t => {
   t.same(rest, [1, 2]);
   w.close();
 });
+
+t.test('spill mark: the reader sees the mark of the oldest spilled frame until it is in the ring', async t => {
+  const sab = createRingBuffer(4096);
+  const mark = (p: Uint8Array) => p[0] | (p[1] << 8);
+  const w = new RingWriter(sab, { maxSpillBytes: 1 << 20, mark });
+  const r = new RingReader(sab);
+  const frame = (n: number) => { const b = new Uint8Array(700); b[0] = n & 255; b[1] = n >> 8; return b; };
+  let n = 0;
+  while (w.spilledFrames === 0) t.ok(w.write(1, frame(n++)));
+  const firstSpilled = n - 1;
+  t.equal(r.spillMark(), firstSpilled, 'mark of the first frame that did not fit');
+  for (let i = 0; i < 3; i++) w.write(1, frame(n++));
+  t.equal(r.spillMark(), firstSpilled, 'later frames queue behind it: the mark stays');
+  const seen: number[] = [];
+  const onFrame = (_: number, p: Uint8Array) => seen.push(mark(p));
+  r.drain(onFrame);
+  w.flushSpill();
+  const m = r.spillMark();
+  t.ok(m === null || m > firstSpilled, `after a drain and a flush the mark moved on (${m})`);
+  r.drain(onFrame);
+  t.ok(seen.includes(firstSpilled), 'and the frame it named is in the ring');
+  while (w.spilledFrames > 0) { r.drain(onFrame); w.flushSpill(); }
+  t.equal(r.spillMark(), null, 'nothing spilled: no mark');
+  r.drain(onFrame);
+  t.same(seen, Array.from({ length: n }, (_, i) => i), 'every frame, in order');
+  while (w.spilledFrames === 0) w.write(1, frame(n++));
+  t.not(r.spillMark(), null);
+  w.close();
+  t.equal(r.spillMark(), null, 'a closed writer is not waited for');
+  const plainSab = createRingBuffer(4096);
+  const plain = new RingWriter(plainSab);
+  while (plain.spilledFrames === 0) plain.write(1, frame(0));
+  t.equal(new RingReader(plainSab).spillMark(), null, 'no mark without the option');
+  plain.close();
+});

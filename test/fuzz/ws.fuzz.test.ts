@@ -17,7 +17,8 @@
 import http from 'node:http';
 import t, { type Test } from 'tap';
 import WebSocket from 'ws';
-import { channelAuth } from '../../src/protocol/hmac';
+import { channelAuth, userAuth } from '../../src/protocol/hmac';
+import { metric } from '../faults/api';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 import {
   NASTY_NUMBERS, NASTY_STRINGS, Rng, clip, deepJson, encode, fuzzCases, fuzzSeed, junkValue, mutateObject, mutateText,
@@ -119,6 +120,8 @@ class Report {
   readonly problems: string[] = [];
   readonly errorCodes = new Map<string, number>();
   readonly closes = new Map<string, number>();
+  /** Error texts by their first words (to see which checks the fuzz reached). */
+  readonly messages = new Map<string, number>();
   frames = 0;
   received = 0;
   connects = 0;
@@ -134,6 +137,11 @@ class Report {
   summary(m: Map<string, number>): string {
     return [...m].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}: ${v}`).join(', ') || 'none';
   }
+}
+
+/** The first three words of an error text, odd ones (names, numbers) as '…'. */
+function firstWords(s: string): string {
+  return s.split(/\s+/).slice(0, 3).map((w) => (/^[A-Za-z_:"-]{1,20}$/.test(w) ? w : '…')).join(' ');
 }
 
 interface Waiter {
@@ -166,8 +174,14 @@ class FuzzConn {
       const text = raw.toString();
       const r = checkServerFrame(text);
       if (r.problem) return this.report.problem(`${this.label}: ${r.problem}: ${clip(text)} (after sending ${clip(this.lastSent, 200)})`);
-      if (r.event === 'pusher:error') this.report.count(this.report.errorCodes, `error ${r.frame.data.code}`);
-      if (r.event === 'pusher:subscription_error') this.report.count(this.report.errorCodes, `${r.frame.data.type} ${r.frame.data.status}`);
+      if (r.event === 'pusher:error') {
+        this.report.count(this.report.errorCodes, `error ${r.frame.data.code}`);
+        this.report.count(this.report.messages, `${r.frame.data.code} ${firstWords(r.frame.data.message)}`);
+      }
+      if (r.event === 'pusher:subscription_error') {
+        this.report.count(this.report.errorCodes, `${r.frame.data.type} ${r.frame.data.status}`);
+        this.report.count(this.report.messages, `${r.frame.data.type} ${firstWords(r.frame.data.error)}`);
+      }
       for (const w of [...this.waiters]) {
         if (w.pred(r.frame)) {
           this.waiters.splice(this.waiters.indexOf(w), 1);
@@ -335,8 +349,8 @@ function genFrame(rng: Rng, ctx: Ctx): FuzzFrame {
       const auth = channelAuth(APP.key, APP.secret, ctx.socketId, channel, channelData);
       const data = rng.bool(0.8) ? { channel, auth, channel_data: channelData } : mutateObject(rng, { channel, auth, channel_data: channelData });
       const f = { event: 'pusher:subscribe', data: rng.bool(0.2) ? j(data) : data };
-      // Subscribing again to a channel this socket is in is answered from the membership
-      // it has; unsubscribe first sometimes so that the new channel_data is looked at.
+      // A repeated subscribe to a channel the socket is in is answered from the membership it
+      // has: the fresh random names (and the fuzz's unsubscribes) get channel_data looked at.
       return { kind, payload: j(f) };
     }
     case 'unsubscribe': {
@@ -418,8 +432,20 @@ function genFrame(rng: Rng, ctx: Ctx): FuzzFrame {
       ]) };
     case 'proto':
       return { kind, payload: j({ event: rng.pick(['proto:subscribe', 'proto_internal:subscribe', 'proto:unsubscribe', 'proto:ping', 'proto:', 'proto_internal:', 'proto:signin', 'proto:enable_delta_compression', 'proto:delta_sync_error']), data: rng.bool() ? subscribeData(rng, ctx) : junkValue(rng) }) };
-    case 'signin':
-      return { kind, payload: j({ event: rng.pick(['pusher:signin', 'proto:signin']), data: rng.bool() ? { user_data: rng.bool() ? j({ id: junkValue(rng) }) : junkValue(rng), auth: junkValue(rng) } : junkValue(rng) }) };
+    case 'signin': {
+      // Failed sign-in closes with 4009 (documented); correctly signed odd user_data gets further.
+      const userData = rng.pick([
+        () => j({ id: junkValue(rng) }),
+        () => j({ id: randString(rng), watchlist: junkValue(rng), user_info: randJson(rng, 3) }),
+        () => j({ id: rng.pick(['', '💩', '\u0000', 'a'.repeat(5000), ctx.userId]) }),
+        () => `{"id":"deep","x":${deepJson(rng, rng.range(100, 20000))}}`,
+        () => mutateText(rng, j({ id: ctx.userId })),
+        () => randString(rng),
+      ])();
+      const auth = rng.bool(0.6) ? userAuth(APP.key, APP.secret, ctx.socketId, userData) : junkValue(rng);
+      const data = rng.bool(0.85) ? { user_data: userData, auth } : junkValue(rng);
+      return { kind, payload: j({ event: rng.pick(['pusher:signin', 'proto:signin']), data: rng.bool(0.2) ? j(data) : data }) };
+    }
     case 'near-limit':
       // Just under the frame limit: accepted (an error frame at most), not closed.
       return { kind, payload: j({ event: 'client-big', channel: 'private-fuzz', data: 'y'.repeat(MAX_PAYLOAD - 200) }) };
@@ -475,11 +501,12 @@ async function sync(c: FuzzConn, n: number): Promise<boolean> {
   return true;
 }
 
-function recordClose(c: FuzzConn, cause: string, code: number | null, allowed: (code: number) => boolean): void {
+/** Counts a close under `cause`; a problem when the code is not allowed (`detail` says what was sent). */
+function recordClose(c: FuzzConn, cause: string, code: number | null, allowed: (code: number) => boolean, detail = ''): void {
   const r = c.report;
   r.count(r.closes, `${cause} → ${code ?? 'stayed open'}`);
   if (code !== null && !allowed(code)) {
-    r.problem(`${c.label}: closed with ${code} "${c.closeReason}"${c.lastError ? ` (client error: ${c.lastError})` : ''} after ${cause}: ${clip(c.lastSent, 200)}`);
+    r.problem(`${c.label}: closed with ${code} "${c.closeReason}"${c.lastError ? ` (client error: ${c.lastError})` : ''} after ${cause}${detail}: ${clip(c.lastSent, 200)}`);
   }
 }
 
@@ -490,6 +517,7 @@ async function driveConn(srv: TestServer, rng: Rng, idx: number, frames: number,
   let sent = 0;
   let syncs = 0;
   let inBatch: string[] = [];
+  let signinInBatch = false;
   while (sent < frames) {
     const f = genFrame(rng, ctx);
     if (!f.closes) {
@@ -503,10 +531,11 @@ async function driveConn(srv: TestServer, rng: Rng, idx: number, frames: number,
     if (f.closes) {
       // Alone: flush what came before, then expect the close this frame may cause.
       if (!(await sync(c, syncs++))) {
-        recordClose(c, `batch [${inBatch.join(',')}]`, c.closeCode, (code) => PROTOCOL_CLOSE.has(code));
+        recordClose(c, `a batch${signinInBatch ? ' with a signin' : ''}`, c.closeCode, (code) => PROTOCOL_CLOSE.has(code), ` [${inBatch.join(',')}]`);
         await openConn(srv, c, idx, ctx);
       }
       inBatch = [];
+      signinInBatch = false;
       c.send(f.payload, f.binary);
       if (f.closes === 'too-big') {
         const code = await c.closed(8000);
@@ -526,12 +555,14 @@ async function driveConn(srv: TestServer, rng: Rng, idx: number, frames: number,
     }
     c.send(f.payload, f.binary);
     inBatch.push(f.kind);
+    if (typeof f.payload === 'string' && f.payload.includes('signin')) signinInBatch = true;
     if (inBatch.length >= BATCH || sent === frames) {
       if (!(await sync(c, syncs++))) {
-        recordClose(c, `batch [${inBatch.join(',')}]`, c.closeCode, (code) => PROTOCOL_CLOSE.has(code));
+        recordClose(c, `a batch${signinInBatch ? ' with a signin' : ''}`, c.closeCode, (code) => PROTOCOL_CLOSE.has(code), ` [${inBatch.join(',')}]`);
         await openConn(srv, c, idx, ctx);
       }
       inBatch = [];
+      signinInBatch = false;
     }
   }
   await c.close();
@@ -546,16 +577,17 @@ async function connectCases(srv: TestServer, rng: Rng, n: number, report: Report
     const r = rng.fork();
     const keyKind = r.int(6);
     const key = keyKind <= 1 ? r.pick(keys) : keyKind === 2 ? encode(r.pick(keys)) + r.pick(['', '/', '%', '%zz']) : encode(randString(r, 300)).slice(0, 2000) + r.pick(['', '%zz', '%']);
-    // '/app/' and '/app/<key>/' are not the WebSocket route: the upgrade is refused with an HTTP 404.
-    const wsRoute = key !== '' && !key.includes('/');
     const query = r.pick([
       '', '?protocol=7&client=js&version=8.4.0', '?protocol=abc', '?protocol=999999999999999999999', `?${encode(randString(r))}=${encode(randString(r))}`,
       '?protocol=7&protocol=8', '?%zz=%zz', '?' + 'a'.repeat(r.range(100, 3000)), '?&&&==&',
     ]);
     const headers: Record<string, string> = {};
     if (r.bool(0.5)) headers.Origin = r.pick(['https://ok.example', 'https://evil.example', 'null', 'http://ok.example:1', 'https://ok.example.evil', '*', 'x', encode(randString(r, 50))]);
-    const c = new FuzzConn(`connect${i}`, report);
     const url = `ws://127.0.0.1:${srv.port}/app/${key}${query}`;
+    // '/app/', '/app/<key>/' (and '/app/.', resolved by the client to '/app/') are not the
+    // WebSocket route: the upgrade is refused with an HTTP 404.
+    const wsRoute = /^\/app\/[^/]+$/.test(new URL(url).pathname);
+    const c = new FuzzConn(`connect${i}`, report);
     c.lastSent = `connect ${clip(url, 200)} ${JSON.stringify(headers)}`;
     let first: any;
     try {
@@ -621,7 +653,12 @@ async function livePrefixes(srv: TestServer, n: number): Promise<Set<string>> {
   return prefixes;
 }
 
-async function stillServes(t: Test, srv: TestServer, tag: string): Promise<void> {
+/** Shard restarts so far (primary /metrics): a shard that crashed is restarted, so a crash shows here. */
+function restarts(srv: TestServer): Promise<number> {
+  return metric(srv.server.metricsPort!, 'shard_restarts_total');
+}
+
+async function stillServes(t: Test, srv: TestServer, tag: string, before: Set<string>): Promise<void> {
   const up = await getJson(srv.port, '/up');
   t.equal(up.status, 200, `${tag}: GET /up answers 200`);
   t.equal(up.body?.status, 'ok', `${tag}: GET /up says ok`);
@@ -647,8 +684,10 @@ async function stillServes(t: Test, srv: TestServer, tag: string): Promise<void>
     await a.close();
     await b.close();
   }
-  const prefixes = await livePrefixes(srv, Math.max(4, 12 * WORKERS));
+  const prefixes = await livePrefixes(srv, 16 * WORKERS);
   t.equal(prefixes.size, WORKERS, `${tag}: every shard (${WORKERS}) still accepts connections`);
+  t.same([...prefixes].filter((p) => !before.has(p)), [], `${tag}: no shard was replaced (a restarted shard has a new socket_id prefix)`);
+  t.equal(await restarts(srv), 0, `${tag}: shard_restarts_total is 0`);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -658,6 +697,8 @@ function server(): Promise<TestServer> {
   srvP ??= startServer({
     apps: [{ ...APP }, DISABLED, ORIGIN],
     websocket: { max_payload_kb: MAX_PAYLOAD / 1024 },
+    // On, as in production (label values from fuzzed input), and for shard_restarts_total.
+    metrics: { enabled: true, host: '127.0.0.1', port: 0 },
   });
   return srvP;
 }
@@ -724,6 +765,8 @@ t.test('regressions (deterministic)', async (t) => {
 
 t.test(`ws fuzz: seed ${SEED} (FUZZ_SEED=${SEED}), ${FRAME_CASES} frames on ${CONNECTIONS} connections + ${CONNECT_CASES} connection attempts, ${WORKERS} shard(s)`, async (t) => {
   const srv = await server();
+  const before = await livePrefixes(srv, 16 * WORKERS);
+  t.equal(before.size, WORKERS, 'every shard accepts connections before the fuzz');
   const started = Date.now();
   t.comment(`seed ${SEED}; reproduce with FUZZ_SEED=${SEED}`);
   const rng = new Rng(SEED);
@@ -739,9 +782,10 @@ t.test(`ws fuzz: seed ${SEED} (FUZZ_SEED=${SEED}), ${FRAME_CASES} frames on ${CO
   t.comment(`${report.frames} cases (${perConn * CONNECTIONS} frames, ${CONNECT_CASES} connects) in ${fuzzMs} ms; ${report.received} frames received; ${report.connects} (re)connects`);
   t.comment(`errors: ${report.summary(report.errorCodes)}`);
   t.comment(`closes: ${report.summary(report.closes)}`);
+  t.comment(`error texts: ${report.summary(report.messages)}`);
   t.equal(report.problems.length, 0, `no problems (first ones:\n${report.problems.slice(0, 20).join('\n')})`);
   t.ok(report.frames >= FRAME_CASES, 'every case ran');
 
-  await stillServes(t, srv, 'after the fuzz');
+  await stillServes(t, srv, 'after the fuzz', before);
   t.comment(`total ${Date.now() - started} ms`);
 });
