@@ -155,6 +155,16 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   uws.any('/*', (res, req) => {
     const method = req.getCaseSensitiveMethod().toUpperCase();
     const cors = corsHeaders(config.cors, req.getHeader('origin') || null);
+    if (method === 'HEAD') {
+      // A HEAD answer has no body (one would corrupt the next answer on a kept-alive connection).
+      res.cork(() => {
+        res.writeStatus('404 Not Found');
+        for (const k in cors) res.writeHeader(k, cors[k]);
+        res.endWithoutBody(0);
+      });
+      observeHttp(method, '/*', 404, performance.now());
+      return;
+    }
     writeResponse(res, jsonError(404, `No route for ${method} ${req.getUrl()}`), cors);
     observeHttp(method, '/*', 404, performance.now());
   });

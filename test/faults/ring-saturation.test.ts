@@ -119,3 +119,40 @@ t.test('ring saturation', async (t) => {
   const left = await metric(srv.server.metricsPort!, 'bus_spill_bytes');
   t.equal(left, 0, 'spill queues empty again');
 });
+
+t.test('order across rings: spilled frames are not overtaken', async (t) => {
+  // Publishes on fresh connections land on any shard; while shard 1 is stalled, what the
+  // others send it spills, and its own publishes wait in it. Once it reads again, its
+  // subscribers must still see the publishes in the order they were answered.
+  const srv = await startServer({
+    workers: SHARDS,
+    bus: { ring_bytes: RING_BYTES, max_spill_bytes: MAX_SPILL },
+  });
+  t.teardown(() => srv.stop());
+  const prefixes = srv.server.testShardPrefixes!();
+  const shardOf = (c: RawClient) => prefixes.indexOf(c.socketId.split('.')[0]);
+  const subs: RawClient[] = [];
+  for (let i = 0; i < 200 && !subs.some((c) => shardOf(c) === PAUSED); i++) {
+    const c = srv.track(await RawClient.connect(srv.wsUrl()));
+    await c.subscribe('order');
+    subs.push(c);
+  }
+  await eventually(async () => (await signedGet(srv.port, 'channels/order', { params: { info: 'subscription_count' } })).json?.subscription_count === subs.length,
+    5000, 'the owner to count every subscriber');
+  await srv.server.testPauseBus(PAUSED, 60_000);
+  const ok: number[] = [];
+  let refused = 0;
+  for (let seq = 0; seq < 400; seq++) {
+    const r = await publish(srv.port, { name: 'e', channel: 'order', data: JSON.stringify({ seq, pad: 'q'.repeat(2000) }) });
+    if (r.status === 200) ok.push(seq);
+    else if (r.status === 503) refused++;
+    else throw new Error(`unexpected ${r.status}: ${r.text}`);
+  }
+  t.ok(ok.length > 0, `${ok.length} answered 200, ${refused} refused`);
+  await srv.server.testPauseBus(PAUSED, 0);
+  const seqs = (c: RawClient) => c.frames.filter((f) => f.event === 'e').map((f) => (JSON.parse(f.data) as { seq: number }).seq);
+  for (const c of subs) await eventually(() => seqs(c).length >= ok.length, 20_000, `subscriber ${c.socketId} to catch up`);
+  for (const c of subs) {
+    t.same(seqs(c), ok, `shard ${shardOf(c)}${shardOf(c) === PAUSED ? ' (stalled)' : ''}: every publish answered 200, in that order`);
+  }
+});
