@@ -32,6 +32,13 @@ export type ControlMsg =
   /** Close every socket signed in as this user (API terminate_connections). */
   | { type: 'terminate_user'; app: string; userId: string }
   /**
+   * Publisher → owner, before the publish frames: an API event on a cache channel. The
+   * owner keeps `message` (the frame as published) for `ttl` seconds (channels/cache.ts).
+   */
+  | { type: 'cache_set'; app: string; channel: string; message: string; ttl: number }
+  /** The owner's cached message of a cache channel: answers a CachedMessage or null. */
+  | { type: 'cache_get'; req: number; from: number; app: string; channel: string }
+  /**
    * Owner → every shard (or one shard, after a restart): a presence member event. Each
    * shard frames it, hands it to its local subscribers and updates its shadow member set
    * of the channel (channels/rebuild.ts). `except`: socket_id not to send it to, or ''.

@@ -2,7 +2,7 @@
 // owner shards (the list is a scatter-gather over all of them).
 
 import type { AppConfig } from '../config/types';
-import { isPresence, validateChannelName } from '../protocol/channels';
+import { isCacheChannel, isPresence, validateChannelName } from '../protocol/channels';
 import type { ApiDeps } from './deps';
 import { jsonError, type ApiResponse } from './request';
 
@@ -50,15 +50,27 @@ export async function getChannels(deps: ApiDeps, app: AppConfig, params: Map<str
 export async function getChannel(deps: ApiDeps, app: AppConfig, rawName: string, params: Map<string, string>): Promise<ApiResponse> {
   const channel = decodeChannel(app, rawName);
   if (typeof channel !== 'string') return channel;
-  const info = parseInfo(params.get('info'), ['subscription_count', 'user_count']);
+  const info = parseInfo(params.get('info'), ['subscription_count', 'user_count', 'cache']);
   if (!(info instanceof Set)) return info;
   if (info.has('user_count') && !isPresence(channel)) {
     return jsonError(400, 'user_count can only be requested for presence channels');
   }
-  const r = await deps.channelInfo(app, channel);
+  if (info.has('cache') && !isCacheChannel(channel)) {
+    return jsonError(400, "cache can only be requested for cache channels (names starting with cache-, private-cache-, presence-cache-, private-encrypted-cache- or ending in #cache-<seconds>)");
+  }
+  // Both questions go to the channel's owner; cache.driver `none`: never an entry.
+  const [r, cached] = await Promise.all([
+    deps.channelInfo(app, channel),
+    info.has('cache') && deps.cache ? deps.cache.lookup(app.id, channel) : null,
+  ]);
   const body: Record<string, unknown> = { occupied: r.occupied };
   if (info.has('subscription_count')) body.subscription_count = r.subscription_count;
   if (info.has('user_count')) body.user_count = r.user_count ?? 0;
+  if (cached) {
+    // The message is the frame as published: {"event","channel","data":"<string>"}.
+    const m = JSON.parse(cached.message) as { event: string; data: unknown };
+    body.cache = { data: m.data, event: m.event, ttl: Math.ceil(cached.ttlMs / 1000) };
+  }
   return { status: 200, body };
 }
 

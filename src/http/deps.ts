@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { AppRegistry } from '../apps/registry';
 import type { ChannelInfo } from '../bus/messages';
+import type { CacheChannels } from '../channels/cache';
 import type { AppConfig, Config } from '../config/types';
 import type { Fanout } from '../shard/fanout';
 import type { MetricsSink } from '../metrics/types';
@@ -15,6 +16,8 @@ export interface ApiDeps {
   metrics: MetricsSink;
   /** Rate limits of the limited endpoints (see http/ratelimit.ts). */
   limiter: RateLimiter;
+  /** Cache channels: null (or absent) with cache.driver `none` (channels/cache.ts). */
+  cache?: CacheChannels | null;
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
   /** Asks the channel's owner shard. */

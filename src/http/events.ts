@@ -84,7 +84,12 @@ function isParsed(x: ParsedEvent | ApiResponse): x is ParsedEvent {
 
 function publish(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): void {
   for (const channel of ev.channels) {
-    deps.fanout.broadcast(app.id, channel, ev.socketId, frame(ev.name, ev.data, channel));
+    const message = frame(ev.name, ev.data, channel);
+    // Cache channels: the owner hears of it before the publish frames go out, so every
+    // later subscriber gets the event live or as the replay (channels/cache.ts).
+    const ttl = deps.cache ? deps.cache.ttl(channel) : null;
+    if (ttl !== null) deps.cache!.remember(app.id, channel, message, ttl);
+    deps.fanout.broadcast(app.id, channel, ev.socketId, message);
   }
 }
 

@@ -7,6 +7,7 @@ import uWS, { type TemplatedApp, type us_listen_socket } from 'uWebSockets.js';
 import { AppRegistry } from '../apps/registry';
 import { Bus, BusFullError } from '../bus/bus';
 import type { ChannelInfo, ControlMsg } from '../bus/messages';
+import { CacheChannels, CacheStore } from '../channels/cache';
 import { ConnectionCounters } from '../channels/counters';
 import { OwnerStore, ownerOf } from '../channels/owner';
 import type { AppConfig } from '../config/types';
@@ -59,6 +60,10 @@ const fanout = new Fanout(bus, uws, sockets, metrics, backpressure);
 const counters = new ConnectionCounters(init.counters);
 /** memory driver: maps the primary's buffer, so its limits are per process (ratelimit/memory.ts). */
 const limiter = createRateLimiter(config, { memory: init.ratelimit, log });
+/** Cache channels (channels/cache.ts): the entries of the channels this shard owns; off with cache.driver `none`. */
+const cacheStore = new CacheStore();
+const cache = config.cache.driver === 'memory' ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null;
+if (cache) cacheStore.startSweep(30_000);
 
 function broadcastSafe(app: string, channel: string, except: string, message: string) {
   try {
@@ -159,6 +164,10 @@ function onControl(msg: ControlMsg, from: number): void {
     case 'terminate_user':
       terminateUser(sockets.values(), msg.app, msg.userId, out);
       return;
+    case 'cache_set':
+      return cacheStore.set(msg.app, msg.channel, msg.message, msg.ttl);
+    case 'cache_get':
+      return bus.reply(from, msg.req, cacheStore.get(msg.app, msg.channel));
     case 'member':
       return deliverMember(msg);
     case 'restore':
@@ -191,6 +200,7 @@ let socketSeq = 0;
 const behavior = createWsBehavior({
   config, apps, shardId, shards, bus, fanout, counters, sockets, uws, log, metrics, limiter, out, backpressure,
   shadows: failover.shadows,
+  cache,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });
@@ -207,13 +217,16 @@ uws.ws('/app/:key', behavior);
 // After uws.ws(): uWS's publish segfaults on an App with no WebSocket route yet, and a
 // replacement shard (failover.ts) finds member events and publishes already in its rings.
 bus.start({
-  onPublish: (f) => fanout.deliverLocal(f),
+  onPublish: (f) => {
+    cache?.delivered(f);
+    fanout.deliverLocal(f);
+  },
   onControl,
   onError: (err, type) => log.error({ err, frameType: type }, 'bus frame handler failed'),
 });
 
 registerRoutes(uws, {
-  config, apps, fanout, log, metrics, limiter,
+  config, apps, fanout, log, metrics, limiter, cache,
   stopping: () => stopping,
   channelInfo: (app: AppConfig, channel: string) =>
     bus.request<ChannelInfo>(ownerOf(app.id, channel, shards), { type: 'channel_info', app: app.id, channel }),

@@ -4,6 +4,7 @@ import type { AppRegistry } from '../apps/registry';
 import type { Bus } from '../bus/bus';
 import type { Config } from '../config/types';
 import type { Fanout } from '../shard/fanout';
+import type { CacheChannels } from '../channels/cache';
 import type { ConnectionCounters } from '../channels/counters';
 import type { PresenceShadows } from '../channels/rebuild';
 import type { MetricsSink } from '../metrics/types';
@@ -31,6 +32,8 @@ export interface WsDeps {
   limiter: RateLimiter;
   /** What this shard's clients know of each presence channel (kept for a shard restart: channels/rebuild.ts). */
   shadows?: PresenceShadows;
+  /** Cache channels: null (or absent) with cache.driver `none` (channels/cache.ts). */
+  cache?: CacheChannels | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

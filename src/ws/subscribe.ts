@@ -47,6 +47,23 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     meters.send(ws, ws.getUserData().app!.id, Ev.SubscriptionSucceeded, frame(deps.out(Ev.SubscriptionSucceeded), data, channel));
   }
 
+  /**
+   * Cache channels: after subscription_succeeded, the owner's cached event exactly as it
+   * was published, or pusher:cache_miss. Nothing when a live API publish on the channel
+   * reached this shard meanwhile (the socket got it) or the subscription ended.
+   */
+  function replayCache(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
+    const cache = deps.cache;
+    if (!cache || cache.ttl(channel) === null) return;
+    cache.forReplay(app.id, channel).then((r) => {
+      if (d.closed || d.channels.get(channel) !== sub || r.kind === 'live') return;
+      ws.cork(() => {
+        if (r.kind === 'hit') meters.send(ws, app.id, 'api-event', r.message);
+        else meters.send(ws, app.id, Ev.CacheMiss, frame(deps.out(Ev.CacheMiss), undefined, channel));
+      });
+    }, (err: Error) => deps.log.warn({ err, channel }, 'cache channel: no answer from the owner, nothing replayed'));
+  }
+
   /** Tells the owner a subscription went away (best effort: a full queue is logged). */
   function release(app: AppConfig, channel: string, socketId: string, sub: Subscription) {
     const owner = ownerFor(app, channel);
@@ -123,6 +140,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         ws.subscribe(topicOf(app.id, channel));
         succeeded(ws, channel, presenceData(reply.members));
       });
+      replayCache(ws, d, app, channel, sub);
     }, (err: Error) => {
       if (retry && err instanceof BusPeerRestartedError && !d.closed && d.channels.get(channel) === sub) return ask(false);
       deps.log.error({ err, channel }, 'presence join failed');
@@ -176,7 +194,8 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         }
         if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string);
       }
-      d.channels.set(channel, { type, userKey: null, userId: null, joined: true });
+      const sub: Subscription = { type, userKey: null, userId: null, joined: true };
+      d.channels.set(channel, sub);
       ws.subscribe(topicOf(app.id, channel));
       meters.app(app.id).subscription(type).inc();
       succeeded(ws, channel, '{}');
@@ -185,6 +204,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       } catch (err) {
         deps.log.error({ err, channel }, 'could not tell the channel owner about a subscribe');
       }
+      replayCache(ws, d, app, channel, sub);
     },
 
     unsubscribe(ws, d, channel) {
