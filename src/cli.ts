@@ -87,6 +87,13 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   const running = server;
+  if (process.env.RINGCAST_TEST_HOOKS === '1') {
+    // Soak tests: SIGUSR2 = full GC in every thread (needs node --expose-gc), then a log line.
+    process.on('SIGUSR2', () => {
+      running.testGc().then(() => log.warn({ rss: process.memoryUsage().rss }, 'test gc done'),
+        (err: unknown) => log.error({ err }, 'test gc failed'));
+    });
+  }
   await new Promise<void>((resolve) => {
     onStop = () => void running.stop().then(resolve);
     if (signalled) onStop();

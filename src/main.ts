@@ -35,6 +35,11 @@ export interface RunningServer {
    */
   testPauseBus(shard: number, ms: number): Promise<{ socketIdPrefix: string }>;
   /**
+   * Tests only (RINGCAST_TEST_HOOKS=1, node started with --expose-gc, else it rejects): a full
+   * GC in the primary and every shard, so that RSS can be compared without the GC sawtooth.
+   */
+  testGc(): Promise<void>;
+  /**
    * Tests only, present when RINGCAST_TEST_HOOKS=1 at start: makes shard `shard` throw a
    * real uncaught exception (from a timer, or from the uWS callback of the next WebSocket
    * message it receives) and resolves when its replacement listens and has rebuilt its
@@ -78,6 +83,9 @@ function shardExecArgv(): string[] {
     const a = argv[i];
     if (/^--(import|require|loader|experimental-loader)=/.test(a)) continue;
     if (/^(--import|--require|-r|--loader|--experimental-loader)$/.test(a)) { i++; continue; }
+    // V8 flags are process-wide (a shard sees `gc` when the process has --expose-gc) and
+    // Worker refuses them in execArgv.
+    if (/^--expose[-_]gc$/.test(a)) continue;
     out.push(a);
   }
   return out;
@@ -364,6 +372,21 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
           const cmd: PrimaryCommand = { type: 'test_pause_bus', ms };
           h.worker.postMessage(cmd);
         });
+      },
+      testGc() {
+        const gc = (globalThis as { gc?: () => void }).gc;
+        if (!testHooks || !gc) return Promise.reject(new Error('testGc needs RINGCAST_TEST_HOOKS=1 and node --expose-gc'));
+        gc();
+        return Promise.all(started.handles.map((h) => new Promise<void>((resolve) => {
+          const onMessage = (e: ShardEvent) => {
+            if (e.type !== 'test_gc_done') return;
+            h.worker.off('message', onMessage);
+            resolve();
+          };
+          h.worker.on('message', onMessage);
+          const cmd: PrimaryCommand = { type: 'test_gc' };
+          h.worker.postMessage(cmd);
+        }))).then(() => undefined);
       },
       stop() {
         stopping ??= Promise.resolve(metricsServer?.close())

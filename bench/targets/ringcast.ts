@@ -11,7 +11,8 @@ export function ringcastRoot(): string {
   return process.env.RINGCAST_BENCH_ROOT ?? path.resolve(__dirname, '..', '..', '..');
 }
 
-export function ringcastTarget(workers: number): TargetDef {
+/** `extra`: more environment and node flags for the server (the soak test's GC hook). */
+export function ringcastTarget(workers: number, extra: { env?: Record<string, string>; nodeArgs?: string[] } = {}): TargetDef {
   return {
     name: `ringcast-${workers}`,
     label: `ringcast workers:${workers}`,
@@ -44,10 +45,10 @@ export function ringcastTarget(workers: number): TargetDef {
         cmd: process.execPath,
         // RINGCAST_BENCH_NODE_ARGS: extra node flags for the server, e.g. profiling:
         // RINGCAST_BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"
-        args: [...(process.env.RINGCAST_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
+        args: [...(process.env.RINGCAST_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), ...(extra.nodeArgs ?? []),
           path.join(root, 'bin', 'ringcast.js'), 'start', '--config', file],
         cwd: root,
-        env: baseEnv(),
+        env: { ...baseEnv(), ...extra.env },
         port,
         tmpDir,
         readyPath: '/up',

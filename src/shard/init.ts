@@ -42,7 +42,9 @@ export type ShardEvent =
   /** Answer to a `metrics` command: this shard's registry (PromMetrics.json(); [] when metrics are off). */
   | { type: 'metrics'; req: number; metrics: MetricsJson }
   /** Answer to `test_pause_bus`: the pause is in force. */
-  | { type: 'test_bus_paused'; socketIdPrefix: string };
+  | { type: 'test_bus_paused'; socketIdPrefix: string }
+  /** Answer to `test_gc`. */
+  | { type: 'test_gc_done' };
 
 /** Primary → shard lifecycle messages. */
 export type PrimaryCommand =
@@ -61,4 +63,6 @@ export type PrimaryCommand =
    */
   | { type: 'test_crash'; how: 'timer' | 'ws_message' }
   /** Tests only (honoured when ShardInit.testHooks): stop reading the rings for ms (Bus.pauseDraining). */
-  | { type: 'test_pause_bus'; ms: number };
+  | { type: 'test_pause_bus'; ms: number }
+  /** Tests only (honoured when ShardInit.testHooks and node runs with --expose-gc): a full GC now (soak RSS checks). */
+  | { type: 'test_gc' };

@@ -322,5 +322,10 @@ parentPort!.on('message', (cmd: PrimaryCommand) => {
     bus.pauseDraining(cmd.ms);
     post({ type: 'test_bus_paused', socketIdPrefix: init.socketIdPrefix });
   }
+  else if (cmd.type === 'test_gc') {
+    if (!init.testHooks) return;
+    (globalThis as { gc?: () => void }).gc?.();
+    post({ type: 'test_gc_done' });
+  }
   else failover.command(cmd);
 });

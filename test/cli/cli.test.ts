@@ -5,12 +5,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import WebSocket from 'ws';
 import { APP_ENV_VARS, ENV_VARS } from '../../src/config/env';
+import { freePort } from '../helpers/net';
 import { RawClient, sleep } from '../helpers/server';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
@@ -67,17 +67,6 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function getUp(port: number): Promise<{ status: number; body: any } | null> {

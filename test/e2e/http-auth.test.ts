@@ -1,54 +1,20 @@
 // Signed HTTP API requests, against PROTOCOL.md "HTTP API" and the spec's
 // Authentication (HTTP API) and Errors sections.
 
-import http from 'node:http';
 import t from 'tap';
 import { apiStringToSign, signApiQuery } from '../../src/protocol/api-auth';
 import { hmacSha256Hex, md5Hex } from '../../src/protocol/hmac';
+import { isJsonError, now, rawRequest, type RawResponse } from '../helpers/http';
 import { APP, startServer, type TestServer } from '../helpers/server';
 
 const OTHER = { id: 'other-id', key: 'other-key', secret: 'other-secret' } as const;
 const OFF = { id: 'off-id', key: 'off-key', secret: 'off-secret', enabled: false } as const;
+/** Per-request timeout of this file's raw requests. */
+const TIMEOUT_MS = 5000;
 
-interface RawResponse { status: number; headers: http.IncomingHttpHeaders; text: string; json: any }
-
-/** One HTTP request on its own connection (agent: false, Connection: close). */
-function rawRequest(port: number, method: string, pathAndQuery: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : Buffer.from(body);
-    const req = http.request({
-      host: '127.0.0.1', port, method, path: pathAndQuery, agent: false,
-      headers: {
-        connection: 'close',
-        ...(payload ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : {}),
-        ...headers,
-      },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode!, headers: res.headers, text, json });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.setTimeout(5000, () => req.destroy(new Error(`${method} ${pathAndQuery} timed out`)));
-    req.end(payload);
-  });
-}
-
-const now = () => Math.floor(Date.now() / 1000);
-
-/** Asserts a JSON error body {"error": "<message>"} with that status, the message matching `re`. */
+/** Asserts a JSON error body {"error": "<message>"} with that status, the message matching `re`, no stack trace and no secret. */
 function isError(t: tap.Test, r: RawResponse, status: number, re: RegExp, what: string): void {
-  t.equal(r.status, status, `${what}: status ${status} (body ${r.text.slice(0, 300)})`);
-  t.match(r.headers['content-type'], /application\/json/, `${what}: JSON content type`);
-  t.same(Object.keys(r.json ?? {}), ['error'], `${what}: body is {"error": ...}`);
-  t.type(r.json?.error, 'string', `${what}: error is a string`);
-  t.match(r.json?.error, re, `${what}: useful message`);
+  isJsonError(t, r, status, re, what);
   t.notMatch(r.text, /\n\s+at /, `${what}: no stack trace`);
   t.notMatch(r.text, new RegExp(`${APP.secret}|${OTHER.secret}`), `${what}: no secret in the answer`);
 }
@@ -61,8 +27,8 @@ t.test('HTTP API authentication', async (t) => {
   const port = srv.port;
   const channelsPath = `/apps/${APP.id}/channels`;
   const eventsPath = `/apps/${APP.id}/events`;
-  const get = (pathAndQuery: string, headers?: Record<string, string>) => rawRequest(port, 'GET', pathAndQuery, undefined, headers);
-  const post = (pathAndQuery: string, body: string, headers?: Record<string, string>) => rawRequest(port, 'POST', pathAndQuery, body, headers);
+  const get = (pathAndQuery: string, headers?: Record<string, string>) => rawRequest(port, 'GET', pathAndQuery, undefined, headers, TIMEOUT_MS);
+  const post = (pathAndQuery: string, body: string, headers?: Record<string, string>) => rawRequest(port, 'POST', pathAndQuery, body, headers, TIMEOUT_MS);
 
   t.test('query form: accepted from the pusher SDK and from signApiQuery', async (t) => {
     const res = await srv.sdk().get({ path: '/channels', params: {} });
@@ -135,7 +101,9 @@ t.test('HTTP API authentication', async (t) => {
   t.test('auth_timestamp must be within 600 s', async (t) => {
     const at = (ts: number) => get(`${channelsPath}?${signApiQuery(APP.key, APP.secret, 'GET', channelsPath, {}, '', ts)}`);
     isError(t, await at(now() - 601), 401, /[Tt]imestamp/, '601 s old');
-    isError(t, await at(now() + 601), 401, /[Tt]imestamp/, '601 s in the future');
+    // +602, not +601: a second boundary passing between signing and checking would make
+    // +601 read as +600 (accepted) on the server.
+    isError(t, await at(now() + 602), 401, /[Tt]imestamp/, '602 s in the future');
     isError(t, await at(now() - 3600), 401, /[Tt]imestamp/, 'an hour old');
     const old = await at(now() - 599);
     t.same({ status: old.status, body: old.json }, { status: 200, body: { channels: {} } }, '599 s old is accepted');
@@ -193,7 +161,7 @@ t.test('HTTP API authentication', async (t) => {
     isError(t, await get(`/apps/${APP.id}/unknown`), 404, /unknown/, 'GET /apps/{id}/unknown');
     isError(t, await post(`/apps/${APP.id}/channels`, '{}'), 404, /POST/, 'POST to a GET route');
     isError(t, await get(`/apps/${APP.id}/events`), 404, /GET/, 'GET to a POST route');
-    isError(t, await rawRequest(port, 'DELETE', `/apps/${APP.id}/events`), 404, /DELETE/, 'DELETE');
+    isError(t, await rawRequest(port, 'DELETE', `/apps/${APP.id}/events`, undefined, {}, TIMEOUT_MS), 404, /DELETE/, 'DELETE');
     isError(t, await get('/'), 404, /GET \//, 'GET /');
   });
 });

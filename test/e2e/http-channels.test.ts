@@ -1,70 +1,27 @@
 // GET /apps/{id}/channels, /channels/{name}, /channels/{name}/users, /up, /up/{id} and
 // CORS, against PROTOCOL.md "HTTP API" and the spec's Endpoints and Errors.
 
-import http from 'node:http';
 import t from 'tap';
 import { signApiQuery } from '../../src/protocol/api-auth';
-import { APP, RawClient, WORKERS, eventually, startServer, type TestServer } from '../helpers/server';
+import { isJsonError as isError, now, rawRequest as request, signedGet as signedGetFrom, type RawResponse } from '../helpers/http';
+import { APP, RawClient, eventually, spreadClients, startServer, type TestServer } from '../helpers/server';
 
-interface RawResponse { status: number; headers: http.IncomingHttpHeaders; text: string; json: any }
-
-/** One HTTP request on its own connection (agent: false, Connection: close). */
+/** A request without a body on its own connection, 5 s timeout. */
 function rawRequest(port: number, method: string, pathAndQuery: string, headers: Record<string, string> = {}): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: '127.0.0.1', port, method, path: pathAndQuery, agent: false, headers: { connection: 'close', ...headers },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode!, headers: res.headers, text, json });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.setTimeout(5000, () => req.destroy(new Error(`${method} ${pathAndQuery} timed out`)));
-    req.end();
-  });
+  return request(port, method, pathAndQuery, undefined, headers, 5000);
 }
-
-const now = () => Math.floor(Date.now() / 1000);
 
 /** An app that only ever has presence channels occupied. */
 const SOLO = { id: 'solo-id', key: 'solo-key', secret: 'solo-secret' } as const;
 
-/** A signed GET of /apps/{APP.id}{sub} (sub as it goes on the wire, percent-encoding included). */
+/** A signed GET of /apps/{APP.id}{sub} (sub as it goes on the wire, percent-encoding included), 5 s timeout. */
 function signedGet(srv: TestServer, sub: string, params: Record<string, string> = {}, headers: Record<string, string> = {}): Promise<RawResponse> {
-  const path = `/apps/${APP.id}${sub}`;
-  return rawRequest(srv.port, 'GET', `${path}?${signApiQuery(APP.key, APP.secret, 'GET', path, params, '', now())}`, headers);
-}
-
-/** Asserts a JSON error body {"error": "<message>"} with that status, the message matching `re`. */
-function isError(t: tap.Test, r: RawResponse, status: number, re: RegExp, what: string): void {
-  t.equal(r.status, status, `${what}: status ${status} (body ${r.text.slice(0, 300)})`);
-  t.match(r.headers['content-type'], /application\/json/, `${what}: JSON content type`);
-  t.same(Object.keys(r.json ?? {}), ['error'], `${what}: body is {"error": ...}`);
-  t.type(r.json?.error, 'string', `${what}: error is a string`);
-  t.match(r.json?.error, re, `${what}: useful message`);
+  return signedGetFrom(srv.port, APP, sub.replace(/^\//, ''), params, headers, 5000);
 }
 
 /** Asserts 200 and that body; returns it. */
 function ok(t: tap.Test, r: RawResponse, body: unknown, what: string): void {
   t.same({ status: r.status, body: r.json }, { status: 200, body }, what);
-}
-
-/** Opens `n` connections (more if needed so that, with several workers, at least two shards are used). */
-async function clients(srv: TestServer, n: number): Promise<RawClient[]> {
-  const out: RawClient[] = [];
-  const shards = () => new Set(out.map((c) => c.socketId.split('.')[0])).size;
-  const wantShards = Math.min(WORKERS, 2);
-  for (let i = 0; i < 40 && (out.length < n || shards() < wantShards); i++) {
-    out.push(srv.track(await RawClient.connect(srv.wsUrl())));
-  }
-  if (shards() < wantShards) throw new Error(`connections landed on ${shards()} shard(s) only`);
-  return out;
 }
 
 async function sub(t: tap.Test, c: RawClient, channel: string, channelData?: unknown): Promise<void> {
@@ -96,7 +53,7 @@ t.test('channel queries, health checks and default CORS (one server)', async (t)
 
   t.test('GET /channels lists only occupied channels, filter_by_prefix, user_count', async (t) => {
     ok(t, await signedGet(srv, '/channels'), { channels: {} }, 'nothing occupied yet');
-    const [a, b, c] = await clients(srv, 3);
+    const [a, b, c] = await spreadClients(srv, 3);
     await sub(t, a, 'list-a');
     await sub(t, b, 'list-b');
     await sub(t, c, 'list-b');
@@ -139,7 +96,7 @@ t.test('channel queries, health checks and default CORS (one server)', async (t)
     ok(t, await signedGet(srv, '/channels/presence-empty', { info: 'user_count,subscription_count' }),
       { occupied: false, subscription_count: 0, user_count: 0 }, 'empty presence channel');
 
-    const cs = await clients(srv, 6);
+    const cs = await spreadClients(srv, 6);
     for (const c of cs) await sub(t, c, 'counted');
     await until(srv, '/channels/counted', { info: 'subscription_count' }, (b) => b.subscription_count === cs.length, 'subscription_count across shards');
     ok(t, await signedGet(srv, '/channels/counted', { info: 'subscription_count' }), { occupied: true, subscription_count: cs.length },
@@ -172,7 +129,7 @@ t.test('channel queries, health checks and default CORS (one server)', async (t)
   });
 
   t.test('GET /channels/{name}/users', async (t) => {
-    const cs = await clients(srv, 4);
+    const cs = await spreadClients(srv, 4);
     await sub(t, cs[0], 'presence-users', { user_id: 'alice', user_info: { a: 1 } });
     await sub(t, cs[1], 'presence-users', { user_id: 'bob' });
     await sub(t, cs[2], 'presence-users', { user_id: 'bob' });
@@ -194,7 +151,7 @@ t.test('channel queries, health checks and default CORS (one server)', async (t)
 
   t.test('channel names that need percent-encoding in the path', async (t) => {
     const name = 'presence-a@b=c';
-    const [c] = await clients(srv, 1);
+    const [c] = await spreadClients(srv, 1);
     await sub(t, c, name, { user_id: 'enc' });
     const enc = encodeURIComponent(name); // presence-a%40b%3Dc
     t.equal(enc, 'presence-a%40b%3Dc');

@@ -4,7 +4,8 @@
 import http from 'node:http';
 import t from 'tap';
 import { signApiQuery } from '../../src/protocol/api-auth';
-import { APP, RawClient, WORKERS, eventually, startServer, type Frame, type TestServer } from '../helpers/server';
+import { isJsonError, now, readResponse, signedPost as signedPostTo, type AppCreds, type RawResponse } from '../helpers/http';
+import { APP, RawClient, WORKERS, eventually, spreadClients, startServer, type Frame, type TestServer } from '../helpers/server';
 
 /** An app with small limits, for the validation tests. */
 const LIM = {
@@ -14,67 +15,15 @@ const LIM = {
 /** An app whose payload limit is above the 1 MB body limit (so the body limit is what bites). */
 const BIG = { id: 'big-id', key: 'big-key', secret: 'big-secret', max_event_payload_in_kb: 4096 } as const;
 
-type AppCreds = { id: string; key: string; secret: string };
-
-interface RawResponse { status: number; headers: http.IncomingHttpHeaders; text: string; json: any }
-
-/** One HTTP request on its own connection (agent: false, Connection: close). */
-function rawRequest(port: number, method: string, pathAndQuery: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : Buffer.from(body);
-    const req = http.request({
-      host: '127.0.0.1', port, method, path: pathAndQuery, agent: false,
-      headers: {
-        connection: 'close',
-        ...(payload ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : {}),
-        ...headers,
-      },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode!, headers: res.headers, text, json });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.setTimeout(5000, () => req.destroy(new Error(`${method} ${pathAndQuery} timed out`)));
-    req.end(payload);
-  });
-}
-
-const now = () => Math.floor(Date.now() / 1000);
-
-/** A correctly signed POST of `body` (a JSON value or a raw string) to /apps/{id}/{what}. */
+/** A correctly signed POST of `body` (a JSON value or a raw string) to /apps/{id}/{what}, 5 s timeout. */
 function signedPost(srv: TestServer, what: 'events' | 'batch_events', body: unknown, app: AppCreds = APP): Promise<RawResponse> {
-  const raw = typeof body === 'string' ? body : JSON.stringify(body);
-  const path = `/apps/${app.id}/${what}`;
-  return rawRequest(srv.port, 'POST', `${path}?${signApiQuery(app.key, app.secret, 'POST', path, {}, raw, now())}`, raw);
+  return signedPostTo(srv.port, app, what, body, {}, 5000);
 }
 
-/** Asserts a JSON error body {"error": "<message>"} with that status, the message matching `re`. */
+/** Asserts a JSON error body {"error": "<message>"} with that status, the message matching `re`, and no stack trace. */
 function isError(t: tap.Test, r: RawResponse, status: number, re: RegExp, what: string): void {
-  t.equal(r.status, status, `${what}: status ${status} (body ${r.text.slice(0, 300)})`);
-  t.match(r.headers['content-type'], /application\/json/, `${what}: JSON content type`);
-  t.same(Object.keys(r.json ?? {}), ['error'], `${what}: body is {"error": ...}`);
-  t.type(r.json?.error, 'string', `${what}: error is a string`);
-  t.match(r.json?.error, re, `${what}: useful message`);
+  isJsonError(t, r, status, re, what);
   t.notMatch(r.text, /\n\s+at /, `${what}: no stack trace`);
-}
-
-/** Opens `n` connections (more if needed so that, with several workers, at least two shards are used). */
-async function clients(srv: TestServer, n: number): Promise<RawClient[]> {
-  const out: RawClient[] = [];
-  const shards = () => new Set(out.map((c) => c.socketId.split('.')[0])).size;
-  const wantShards = Math.min(WORKERS, 2);
-  for (let i = 0; i < 40 && (out.length < n || shards() < wantShards); i++) {
-    out.push(srv.track(await RawClient.connect(srv.wsUrl())));
-  }
-  if (shards() < wantShards) throw new Error(`connections landed on ${shards()} shard(s) only`);
-  return out;
 }
 
 async function subscribeAll(t: tap.Test, cs: RawClient[], channel: string, channelData?: (i: number) => unknown): Promise<void> {
@@ -99,7 +48,7 @@ t.test('POST /events', async (t) => {
   t.teardown(() => srv.stop());
 
   t.test('answers {"ok":true} and delivers {"event","channel","data"} with data as a string', async (t) => {
-    const [c] = await clients(srv, 1);
+    const [c] = await spreadClients(srv, 1);
     await subscribeAll(t, [c], 'news');
 
     const r = await signedPost(srv, 'events', { name: 'plain', channel: 'news', data: 'hello' });
@@ -128,7 +77,7 @@ t.test('POST /events', async (t) => {
   });
 
   t.test('multiple channels: each subscriber gets the event on its channel', async (t) => {
-    const [a, b, both] = await clients(srv, 3);
+    const [a, b, both] = await spreadClients(srv, 3);
     await subscribeAll(t, [a], 'multi-a');
     await subscribeAll(t, [b], 'multi-b');
     await subscribeAll(t, [both], 'multi-a');
@@ -148,7 +97,7 @@ t.test('POST /events', async (t) => {
   });
 
   t.test('socket_id excludes exactly that connection, on every shard', async (t) => {
-    const cs = await clients(srv, 6);
+    const cs = await spreadClients(srv, 6);
     await subscribeAll(t, cs, 'excl');
     // Exclude one connection per shard in turn.
     const byShard = new Map<string, RawClient>();
@@ -184,9 +133,9 @@ t.test('POST /events', async (t) => {
   });
 
   t.test('info=subscription_count,user_count reports each channel', async (t) => {
-    const pub = await clients(srv, 3);
+    const pub = await spreadClients(srv, 3);
     await subscribeAll(t, pub, 'info-pub');
-    const pres = await clients(srv, 3);
+    const pres = await spreadClients(srv, 3);
     // three (or more) connections, two users: u2 on the third, u1 on all others
     await subscribeAll(t, pres, 'presence-info', (i) => ({ user_id: i === 2 ? 'u2' : 'u1', user_info: {} }));
     await waitCount(srv, 'info-pub', pub.length);
@@ -216,9 +165,9 @@ t.test('POST /events', async (t) => {
   });
 
   t.test('batch_events: delivered, answered 1:1 with info per item', async (t) => {
-    const pub = await clients(srv, 2);
+    const pub = await spreadClients(srv, 2);
     await subscribeAll(t, pub, 'batch-pub');
-    const [p] = await clients(srv, 1);
+    const [p] = await spreadClients(srv, 1);
     await subscribeAll(t, [p], 'presence-batch', () => ({ user_id: 'b1' }));
     await waitCount(srv, 'batch-pub', pub.length);
 
@@ -305,7 +254,7 @@ t.test('POST /events', async (t) => {
   });
 
   t.test('a batch with one invalid item publishes nothing', async (t) => {
-    const [c] = await clients(srv, 1);
+    const [c] = await spreadClients(srv, 1);
     await subscribeAll(t, [c], 'atomic');
     const r = await signedPost(srv, 'batch_events', {
       batch: [{ name: 'first', channel: 'atomic', data: '1' }, { name: 'second', channel: 'bad channel', data: '2' }],
@@ -339,16 +288,7 @@ t.test('POST /events', async (t) => {
       const req = http.request({
         host: '127.0.0.1', port: srv.port, method: 'POST', path: `${path}?${q}`, agent: false,
         headers: { connection: 'close', 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
-      }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString();
-          let json: unknown;
-          try { json = JSON.parse(text); } catch { json = undefined; }
-          resolve({ status: res.statusCode!, headers: res.headers, text, json });
-        });
-      });
+      }, (res) => readResponse(res).then(resolve, reject));
       req.on('error', reject);
       req.setTimeout(5000, () => req.destroy(new Error('chunked upload timed out')));
       for (let i = 0; i < body.length; i += 64 * 1024) req.write(body.subarray(i, i + 64 * 1024));

@@ -2,13 +2,13 @@
 // table: public, private, private-encrypted and presence channels, auth failures,
 // channel name rules, presence member lifecycle and the presence limits.
 // Signatures are made by the `pusher` server SDK (as an application would) or by
-// node:crypto directly, never by the server's own helpers.
+// node:crypto directly (test/helpers/auth.ts), never by the server's own helpers.
 
-import { createHmac } from 'node:crypto';
 import t, { type Test } from 'tap';
-import type PusherJS from 'pusher-js';
+import { sign } from '../helpers/auth';
 import { connected, pusherJs } from '../helpers/pusher-js';
-import { APP, RawClient, startServer, type Frame, type TestServer } from '../helpers/server';
+import { APP, RawClient, type Frame, type TestServer } from '../helpers/server';
+import { scope, sharedServer } from '../helpers/shared-server';
 
 type App = { id: string; key: string; secret: string };
 const LIMITS = {
@@ -18,36 +18,7 @@ const LIMITS = {
 
 // One server for the file (starting one costs seconds with several shards under tap);
 // every test uses its own channel names.
-let sharedSrv: Promise<TestServer> | null = null;
-function shared(): Promise<TestServer> {
-  sharedSrv ??= startServer({ apps: [{ ...APP }, LIMITS] });
-  return sharedSrv;
-}
-t.teardown(async () => {
-  if (sharedSrv) await (await sharedSrv).stop();
-});
-
-type Closable = RawClient | PusherJS;
-/** Clients of one subtest, closed when it ends (the shared server outlives the subtest). */
-function scope(t: Test): <C extends Closable>(c: C) => C {
-  const list: Closable[] = [];
-  t.teardown(async () => {
-    for (const c of list) {
-      if (c instanceof RawClient) await c.close().catch(() => 0);
-      else c.disconnect();
-    }
-  });
-  return (c) => {
-    list.push(c);
-    return c;
-  };
-}
-
-/** `key:hex(hmac_sha256(secret, socket_id:channel[:channel_data]))`, computed here. */
-function sign(app: App, socketId: string, channel: string, channelData?: string): string {
-  const str = channelData === undefined ? `${socketId}:${channel}` : `${socketId}:${channel}:${channelData}`;
-  return `${app.key}:${createHmac('sha256', app.secret).update(str).digest('hex')}`;
-}
+const shared = sharedServer(t, { apps: [{ ...APP }, LIMITS] });
 
 /** Data of a frame, parsed when it is a JSON string. */
 function json(f: Frame): any {

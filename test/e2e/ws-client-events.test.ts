@@ -3,11 +3,11 @@
 // presence, and every refusal is pusher:error 4301 with the channel while the
 // connection stays open.
 
-import { createHmac } from 'node:crypto';
 import t, { type Test } from 'tap';
-import type PusherJS from 'pusher-js';
+import { sign } from '../helpers/auth';
 import { connected, pusherJs } from '../helpers/pusher-js';
-import { APP, RawClient, eventually, startServer, type Frame, type TestServer } from '../helpers/server';
+import { APP, RawClient, eventually, type Frame, type TestServer } from '../helpers/server';
+import { scope, sharedServer, type Closable } from '../helpers/shared-server';
 
 type App = { id: string; key: string; secret: string };
 const NO_CLIENT = { id: 'quiet-id', key: 'quiet-key', secret: 'quiet-secret', enable_client_messages: false };
@@ -15,35 +15,7 @@ const SMALL = { id: 'small-id', key: 'small-key', secret: 'small-secret', max_ev
 const SLOW = { id: 'slow-id', key: 'slow-key', secret: 'slow-secret', max_client_events_per_second: 5 };
 
 // One server for the file (starting one costs seconds with several shards under tap).
-let sharedSrv: Promise<TestServer> | null = null;
-function shared(): Promise<TestServer> {
-  sharedSrv ??= startServer({ apps: [{ ...APP }, NO_CLIENT, SMALL, SLOW] });
-  return sharedSrv;
-}
-t.teardown(async () => {
-  if (sharedSrv) await (await sharedSrv).stop();
-});
-
-type Closable = RawClient | PusherJS;
-/** Clients of one subtest, closed when it ends (the shared server outlives the subtest). */
-function scope(t: Test): <C extends Closable>(c: C) => C {
-  const list: Closable[] = [];
-  t.teardown(async () => {
-    for (const c of list) {
-      if (c instanceof RawClient) await c.close().catch(() => 0);
-      else c.disconnect();
-    }
-  });
-  return (c) => {
-    list.push(c);
-    return c;
-  };
-}
-
-function sign(app: App, socketId: string, channel: string, channelData?: string): string {
-  const str = channelData === undefined ? `${socketId}:${channel}` : `${socketId}:${channel}:${channelData}`;
-  return `${app.key}:${createHmac('sha256', app.secret).update(str).digest('hex')}`;
-}
+const shared = sharedServer(t, { apps: [{ ...APP }, NO_CLIENT, SMALL, SLOW] });
 
 /** Connects to `app` and subscribes (signing private/presence channels). */
 async function member(srv: TestServer, keep: <C extends Closable>(c: C) => C, channel: string, app: App = APP, user?: { user_id: string | number; user_info?: unknown }): Promise<RawClient> {

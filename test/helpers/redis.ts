@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './net';
 
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
@@ -23,17 +24,6 @@ export function requireRedisBinaries(): void {
         '(make test does) or apt-get install -y redis-server.');
     }
   }
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /** A whole one-line (+ - :) or bulk ($) reply: enough for what the helpers read. */

@@ -163,6 +163,21 @@ export class RawClient {
   }
 }
 
+/**
+ * Opens `n` tracked connections to `srv` (more if needed so that, with several workers,
+ * at least two shards are used).
+ */
+export async function spreadClients(srv: TestServer, n: number): Promise<RawClient[]> {
+  const out: RawClient[] = [];
+  const shards = () => new Set(out.map((c) => c.socketId.split('.')[0])).size;
+  const wantShards = Math.min(WORKERS, 2);
+  for (let i = 0; i < 40 && (out.length < n || shards() < wantShards); i++) {
+    out.push(srv.track(await RawClient.connect(srv.wsUrl())));
+  }
+  if (shards() < wantShards) throw new Error(`connections landed on ${shards()} shard(s) only`);
+  return out;
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }

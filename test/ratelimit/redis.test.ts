@@ -16,7 +16,8 @@ import { noMetrics, type MetricsSink } from '../../src/metrics/types';
 import { createRateLimiter, checkRateLimiter } from '../../src/ratelimit';
 import { limitKey, RateLimiterUnavailable, type RateLimiter } from '../../src/ratelimit/types';
 import { rawRequest, signedGet } from '../helpers/http';
-import { freePort, redisCommand, RedisCluster, RedisServer, requireRedisBinaries } from '../helpers/redis';
+import { freePort } from '../helpers/net';
+import { redisCommand, RedisCluster, RedisServer, requireRedisBinaries } from '../helpers/redis';
 import { APP, RawClient, WORKERS, eventually, startServer } from '../helpers/server';
 
 const SLOW = { id: 'slow-id', key: 'slow-key', secret: 'slow-secret', max_client_events_per_second: 2 } as const;
