@@ -3,6 +3,7 @@
 
 import http from 'node:http';
 import { signApiQuery } from '../../src/protocol/api-auth';
+import { readResponse } from '../helpers/http';
 import { APP } from '../helpers/server';
 
 export interface ApiResponse {
@@ -37,15 +38,7 @@ function request(port: number, method: string, pathAndQuery: string, body: strin
       host: '127.0.0.1', port, method, path: pathAndQuery, agent,
       headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {},
     }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode!, json, text, socket: req.socket ?? null });
-      });
-      res.on('error', reject);
+      readResponse(res).then(({ status, json, text }) => resolve({ status, json, text, socket: req.socket ?? null }), reject);
     });
     req.on('error', reject);
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${pathAndQuery.split('?')[0]} timed out`)));

@@ -8,11 +8,12 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
+
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import WebSocket from 'ws';
+import { freePort } from '../helpers/net';
 import { APP, WORKERS, startServer } from '../helpers/server';
 import { publish } from './api';
 
@@ -132,17 +133,6 @@ t.test('stop() with 2,000 subscribers under load', async (t) => {
   checkPublisher(t, await pub.stop());
   await checkClients(t, subs);
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitUp(port: number, exited: () => boolean): Promise<void> {
   for (const until = Date.now() + 20_000; Date.now() < until;) {
