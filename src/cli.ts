@@ -90,7 +90,7 @@ export async function main(argv: string[]): Promise<number> {
   if (process.env.RINGCAST_TEST_HOOKS === '1') {
     // Soak tests: SIGUSR2 = full GC in every thread (needs node --expose-gc), then a log line.
     process.on('SIGUSR2', () => {
-      running.testGc().then(() => log.warn({ rss: process.memoryUsage().rss }, 'test gc done'),
+      running.testGc().then((heaps) => log.warn({ rss: process.memoryUsage().rss, heaps }, 'test gc done'),
         (err: unknown) => log.error({ err }, 'test gc failed'));
     });
   }

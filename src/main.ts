@@ -2,6 +2,7 @@
 
 import { randomInt } from 'node:crypto';
 import net from 'node:net';
+import { getHeapStatistics } from 'node:v8';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -38,7 +39,8 @@ export interface RunningServer {
    * Tests only (RINGCAST_TEST_HOOKS=1, node started with --expose-gc, else it rejects): a full
    * GC in the primary and every shard, so that RSS can be compared without the GC sawtooth.
    */
-  testGc(): Promise<void>;
+  /** Resolves with the live JS heap of the primary and of each shard after the GC (bytes). */
+  testGc(): Promise<{ primary: number; shards: number[] }>;
   /**
    * Tests only, present when RINGCAST_TEST_HOOKS=1 at start: makes shard `shard` throw a
    * real uncaught exception (from a timer, or from the uWS callback of the next WebSocket
@@ -377,16 +379,17 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         const gc = (globalThis as { gc?: () => void }).gc;
         if (!testHooks || !gc) return Promise.reject(new Error('testGc needs RINGCAST_TEST_HOOKS=1 and node --expose-gc'));
         gc();
-        return Promise.all(started.handles.map((h) => new Promise<void>((resolve) => {
+        const primary = getHeapStatistics().used_heap_size;
+        return Promise.all(started.handles.map((h) => new Promise<number>((resolve) => {
           const onMessage = (e: ShardEvent) => {
             if (e.type !== 'test_gc_done') return;
             h.worker.off('message', onMessage);
-            resolve();
+            resolve(e.heapUsed);
           };
           h.worker.on('message', onMessage);
           const cmd: PrimaryCommand = { type: 'test_gc' };
           h.worker.postMessage(cmd);
-        }))).then(() => undefined);
+        }))).then((shards) => ({ primary, shards }));
       },
       stop() {
         stopping ??= Promise.resolve(metricsServer?.close())

@@ -44,7 +44,7 @@ export type ShardEvent =
   /** Answer to `test_pause_bus`: the pause is in force. */
   | { type: 'test_bus_paused'; socketIdPrefix: string }
   /** Answer to `test_gc`. */
-  | { type: 'test_gc_done' };
+  | { type: 'test_gc_done'; heapUsed: number };
 
 /** Primary → shard lifecycle messages. */
 export type PrimaryCommand =
