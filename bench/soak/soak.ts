@@ -247,7 +247,10 @@ async function main(): Promise<number> {
   log(`starting ringcast (workers ${o.workers}) on :${port}; logs in ${tmp}`);
   // RINGCAST_TEST_HOOKS + --expose-gc: SIGUSR2 makes every server thread run a full GC,
   // so RSS after warm-up and at the end can also be compared without the GC sawtooth.
-  const target = ringcastTarget(o.workers, { env: { RINGCAST_TEST_HOOKS: '1' }, nodeArgs: ['--expose-gc'] });
+  // MALLOC_ARENA_MAX / LD_PRELOAD, when set for the soak, go to the server too (allocator experiments).
+  const allocEnv: Record<string, string> = {};
+  for (const k of ['MALLOC_ARENA_MAX', 'LD_PRELOAD']) if (process.env[k]) allocEnv[k] = process.env[k]!;
+  const target = ringcastTarget(o.workers, { env: { RINGCAST_TEST_HOOKS: '1', ...allocEnv }, nodeArgs: ['--expose-gc'] });
   await target.prepare?.(log);
   const server: RunningTarget = await target.start({ port, tmpDir: tmp });
   const ledger = new Ledger(o.channels);

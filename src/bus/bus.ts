@@ -45,28 +45,9 @@ export interface BusHandlers {
   onError(err: unknown, frameType: number): void;
 }
 
-export class BusFullError extends Error {
-  readonly code = 'RC_ERR_BUS_FULL';
-  constructor(to: number) {
-    super(`internal queue to thread ${to} is full`);
-  }
-}
+import { BusFullError, BusPeerRestartedError, BusTimeoutError } from './errors';
 
-export class BusTimeoutError extends Error {
-  readonly code = 'RC_ERR_BUS_TIMEOUT';
-  constructor(to: number, type: string) {
-    super(`thread ${to} did not answer ${type} in time`);
-  }
-}
-
-/** The peer was restarted (see Bus.rewire) before it answered: it never will. Answered like a timeout (503). */
-export class BusPeerRestartedError extends BusTimeoutError {
-  readonly peerRestarted = true;
-  constructor(to: number, type: string) {
-    super(to, type);
-    this.message = `thread ${to} was restarted before it answered ${type}`;
-  }
-}
+export { BusFullError, BusPeerRestartedError, BusTimeoutError };
 
 interface Pending {
   to: number;
