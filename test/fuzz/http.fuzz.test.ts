@@ -19,6 +19,7 @@ import t, { type Test } from 'tap';
 import { apiStringToSign, signApiQuery } from '../../src/protocol/api-auth';
 import { hmacSha256Hex, md5Hex } from '../../src/protocol/hmac';
 import { metric } from '../faults/api';
+import { getJson, livePrefixes } from './after';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 import {
   NASTY_NUMBERS, NASTY_STRINGS, Rng, clip, deepJson, encode, fuzzCases, fuzzSeed, junkValue, mutateObject, mutateText,
@@ -715,30 +716,6 @@ async function runRaw(report: Report, rng: Rng, port: number, n: number): Promis
 
 // ---------------------------------------------------------------------------------------
 // Afterwards.
-
-function getJson(port: number, path: string): Promise<{ status: number; body: any }> {
-  return new Promise((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path, agent: false }, (res) => {
-      let text = '';
-      res.on('data', (c) => { text += c; });
-      res.on('end', () => {
-        try {
-          resolve({ status: res.statusCode!, body: JSON.parse(text) });
-        } catch {
-          resolve({ status: res.statusCode!, body: text });
-        }
-      });
-    }).on('error', reject);
-  });
-}
-
-/** Socket-id prefixes of `n` fresh connections: one per live shard (a restarted shard has a new one). */
-async function livePrefixes(srv: TestServer, n: number): Promise<Set<string>> {
-  const clients = await Promise.all(Array.from({ length: n }, () => RawClient.connect(srv.wsUrl())));
-  const prefixes = new Set(clients.map((c) => c.socketId.split('.')[0]));
-  await Promise.all(clients.map((c) => c.close()));
-  return prefixes;
-}
 
 async function stillServes(t: Test, srv: TestServer, before: Set<string>): Promise<void> {
   const up = await getJson(srv.port, '/up');

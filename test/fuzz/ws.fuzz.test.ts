@@ -14,11 +14,11 @@
 // - afterwards a fresh client connects, subscribes and receives a published event, client
 //   events still flow, and GET /up answers.
 
-import http from 'node:http';
 import t, { type Test } from 'tap';
 import WebSocket from 'ws';
 import { channelAuth, userAuth } from '../../src/protocol/hmac';
 import { metric } from '../faults/api';
+import { getJson, livePrefixes } from './after';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 import {
   NASTY_NUMBERS, NASTY_STRINGS, Rng, clip, deepJson, encode, fuzzCases, fuzzSeed, junkValue, mutateObject, mutateText,
@@ -627,31 +627,6 @@ async function connectCases(srv: TestServer, rng: Rng, n: number, report: Report
 
 // ---------------------------------------------------------------------------------------
 // After the fuzz: the server still does its job.
-
-function getJson(port: number, path: string): Promise<{ status: number; body: any }> {
-  return new Promise((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path, agent: false }, (res) => {
-      let text = '';
-      res.on('data', (c) => { text += c; });
-      res.on('end', () => {
-        try {
-          resolve({ status: res.statusCode!, body: JSON.parse(text) });
-        } catch {
-          resolve({ status: res.statusCode!, body: text });
-        }
-      });
-    }).on('error', reject);
-  });
-}
-
-/** Socket-id prefixes of `n` fresh connections: one per live shard (ids are `<shard prefix>.<seq>`). */
-async function livePrefixes(srv: TestServer, n: number): Promise<Set<string>> {
-  const prefixes = new Set<string>();
-  const clients = await Promise.all(Array.from({ length: n }, () => RawClient.connect(srv.wsUrl())));
-  for (const c of clients) prefixes.add(c.socketId.split('.')[0]);
-  await Promise.all(clients.map((c) => c.close()));
-  return prefixes;
-}
 
 /** Shard restarts so far (primary /metrics): a shard that crashed is restarted, so a crash shows here. */
 function restarts(srv: TestServer): Promise<number> {
