@@ -17,7 +17,7 @@ import { allocateRateLimiterMemory, checkRateLimiter } from './ratelimit';
 import { PromMetrics } from './metrics/registry';
 import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics, type MetricsSink } from './metrics/types';
-import type { PrimaryCommand, ShardEvent, ShardInit } from './shard/init';
+import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './shard/init';
 
 // Ring size and spill bound: config bus.ring_bytes (256 KiB: (shards+1)² rings keep 16
 // shards under 75 MB) and bus.max_spill_bytes (64 MiB per ring before the API answers 503).
@@ -40,7 +40,7 @@ export interface RunningServer {
    * GC in the primary and every shard, so that RSS can be compared without the GC sawtooth.
    */
   /** Resolves with the live JS heap of the primary and of each shard after the GC (bytes). */
-  testGc(): Promise<{ primary: number; shards: number[] }>;
+  testGc(): Promise<{ primary: HeapFigures; shards: HeapFigures[] }>;
   /**
    * Tests only, present when RINGCAST_TEST_HOOKS=1 at start: makes shard `shard` throw a
    * real uncaught exception (from a timer, or from the uWS callback of the next WebSocket
@@ -73,6 +73,9 @@ function freePort(host: string): Promise<number> {
   });
 }
 
+/** V8 options a server may be started with (profiling, GC tuning); not node options. */
+const V8_FLAG = /^--(expose[-_]gc|perf[-_]|trace[-_]gc|(max|min)[-_]semi[-_]space[-_]size|max[-_]old[-_]space[-_]size|interpreted[-_]frames[-_]native[-_]stack|stack[-_]size)/;
+
 /**
  * Node flags for shard threads: the process's own, minus module loaders (--import,
  * --require, --loader). Shards are compiled JS; a test runner's TypeScript/mock hooks
@@ -85,9 +88,9 @@ function shardExecArgv(): string[] {
     const a = argv[i];
     if (/^--(import|require|loader|experimental-loader)=/.test(a)) continue;
     if (/^(--import|--require|-r|--loader|--experimental-loader)$/.test(a)) { i++; continue; }
-    // V8 flags are process-wide (a shard sees `gc` when the process has --expose-gc) and
-    // Worker refuses them in execArgv.
-    if (/^--expose[-_]gc$/.test(a)) continue;
+    // V8 flags are process-wide (a shard sees `gc` when the process has --expose-gc, a
+    // semi-space size applies to every heap) and Worker refuses them in execArgv.
+    if (V8_FLAG.test(a)) continue;
     out.push(a);
   }
   return out;
@@ -379,12 +382,12 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         const gc = (globalThis as { gc?: () => void }).gc;
         if (!testHooks || !gc) return Promise.reject(new Error('testGc needs RINGCAST_TEST_HOOKS=1 and node --expose-gc'));
         gc();
-        const primary = getHeapStatistics().used_heap_size;
-        return Promise.all(started.handles.map((h) => new Promise<number>((resolve) => {
+        const primary = heapFigures(getHeapStatistics());
+        return Promise.all(started.handles.map((h) => new Promise<HeapFigures>((resolve) => {
           const onMessage = (e: ShardEvent) => {
             if (e.type !== 'test_gc_done') return;
             h.worker.off('message', onMessage);
-            resolve(e.heapUsed);
+            resolve(e.heap);
           };
           h.worker.on('message', onMessage);
           const cmd: PrimaryCommand = { type: 'test_gc' };

@@ -143,6 +143,7 @@ export class Bus {
     if (to === this.self) {
       const local = { app, channel, except, message };
       if (this.handling) this.handlers!.onPublish(local);
+      else if (this.quiet()) this.deliverNow(local);
       else this.drain({ stamp: this.tick(), from: this.self, type: FrameType.Publish, payload: null, local });
       return;
     }
@@ -405,6 +406,29 @@ export class Bus {
       if (!this.stopped) this.drain();
     }, SPILL_WAIT_MAX_MS + 10);
     this.spillTimer.unref();
+  }
+
+  /**
+   * Nothing held back and nothing waiting in any incoming ring or spill queue: a local
+   * publish is then the newest frame this thread knows of, and drain() would deliver it
+   * at once, alone. deliverNow() does that without the batch, stamp and sort (an API
+   * publish with no other traffic: docs/performance.md).
+   */
+  private quiet(): boolean {
+    if (this.held.length !== 0 || this.pausedUntil !== 0 || this.stopped || this.redrain !== null) return false;
+    for (const r of this.readers) if (r !== null && !r.idle()) return false;
+    return true;
+  }
+
+  private deliverNow(local: PublishFrame): void {
+    this.handling = true;
+    try {
+      this.handlers!.onPublish(local);
+    } catch (err) {
+      this.handlers!.onError(err, FrameType.Publish);
+    } finally {
+      this.handling = false;
+    }
   }
 
   /** Returns true when the frame was an answer that settled a pending request. */

@@ -277,6 +277,10 @@ export class RingReader extends RingEnd {
   spillMark(): number | null {
     return Atomics.load(this.i32, SPILLED) === 0 ? null : Atomics.load(this.i32, SPILL_MARK);
   }
+  /** Nothing to read and nothing spilled: a drain() now would find no frame. */
+  idle(): boolean {
+    return (Atomics.load(this.i32, TAIL) >>> 0) === this.head && Atomics.load(this.i32, SPILLED) === 0;
+  }
   private asm: Buffer | null = null; // chunked payload being reassembled
   private asmType = 0;
   private asmAt = 0;

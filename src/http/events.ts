@@ -9,6 +9,7 @@ import { isClientEvent } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
+import { then, type MaybePromise } from './maybe';
 import { limitBackendEvents } from './ratelimit';
 import { jsonError, type ApiResponse } from './request';
 
@@ -118,25 +119,30 @@ function busy(deps: ApiDeps, err: unknown): ApiResponse {
   throw err;
 }
 
-export async function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Promise<ApiResponse> {
+export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePromise<ApiResponse> {
   const parsed = parseBody(body);
   if (!parsed.ok) return parsed.res;
   const ev = parseEvent(app, parsed.value, '');
   if (!isParsed(ev)) return ev;
-  const overRate = await limitBackendEvents(deps, app, ev.channels.length);
-  if (overRate) return overRate;
-  try {
-    publish(deps, app, ev);
-  } catch (err) {
-    return busy(deps, err);
-  }
-  if (ev.info.size === 0) return { status: 200, body: { ok: true } };
+  return then(limitBackendEvents(deps, app, ev.channels.length), (overRate) => {
+    if (overRate) return overRate;
+    try {
+      publish(deps, app, ev);
+    } catch (err) {
+      return busy(deps, err);
+    }
+    if (ev.info.size === 0) return { status: 200, body: { ok: true } };
+    return eventsInfo(deps, app, ev);
+  });
+}
+
+async function eventsInfo(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): Promise<ApiResponse> {
   const channels: Record<string, Record<string, number>> = {};
   await Promise.all(ev.channels.map(async (c) => { channels[c] = await channelInfo(deps, app, c, ev.info); }));
   return { status: 200, body: { channels } };
 }
 
-export async function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Promise<ApiResponse> {
+export function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePromise<ApiResponse> {
   const parsed = parseBody(body);
   if (!parsed.ok) return parsed.res;
   const batch = (parsed.value as { batch?: unknown } | null)?.batch;
@@ -150,13 +156,19 @@ export async function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffe
     if (!isParsed(ev)) return ev;
     events.push(ev);
   }
-  const overRate = await limitBackendEvents(deps, app, events.reduce((n, ev) => n + ev.channels.length, 0));
-  if (overRate) return overRate;
-  try {
-    for (const ev of events) publish(deps, app, ev);
-  } catch (err) {
-    return busy(deps, err);
-  }
+  return then(limitBackendEvents(deps, app, events.reduce((n, ev) => n + ev.channels.length, 0)), (overRate) => {
+    if (overRate) return overRate;
+    try {
+      for (const ev of events) publish(deps, app, ev);
+    } catch (err) {
+      return busy(deps, err);
+    }
+    if (events.every((ev) => ev.info.size === 0)) return { status: 200, body: { batch: events.map(() => ({})) } };
+    return batchInfo(deps, app, events);
+  });
+}
+
+async function batchInfo(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): Promise<ApiResponse> {
   const out = await Promise.all(events.map((ev) =>
     ev.info.size === 0 ? Promise.resolve({}) : channelInfo(deps, app, ev.channels[0], ev.info)));
   return { status: 200, body: { batch: out } };

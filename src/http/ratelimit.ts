@@ -19,6 +19,7 @@
 import type { AppConfig } from '../config/types';
 import { limitKey, type Decision } from '../ratelimit/types';
 import type { ApiDeps } from './deps';
+import { then, type MaybePromise } from './maybe';
 import type { ApiRequest, ApiResponse } from './request';
 
 export type LimitType = 'api' | 'ip' | 'backend_events';
@@ -56,28 +57,35 @@ function tooMany(deps: LimitDeps, app: AppConfig, type: LimitType, d: Decision, 
 }
 
 /** Step 1: the per-IP window; a 429 or null (allowed, or not configured). */
-export async function limitIp(deps: LimitDeps, app: AppConfig, req: ApiRequest): Promise<ApiResponse | null> {
+export function limitIp(deps: LimitDeps, app: AppConfig, req: ApiRequest): MaybePromise<ApiResponse | null> {
   const { max_requests: max, window_seconds: win, trust_hops: hops } = deps.config.rate_limiter.api;
   if (max === null || deps.limiter.driver === 'none') return null;
-  const d = await deps.limiter.window(limitKey.ip(clientIp(req, hops)), max, win);
-  if (d.allowed) return null;
-  return tooMany(deps, app, 'ip', d, `Too many requests from this address: at most ${max} per ${win} s`);
+  return then(deps.limiter.window(limitKey.ip(clientIp(req, hops)), max, win), (d) =>
+    d.allowed ? null : tooMany(deps, app, 'ip', d, `Too many requests from this address: at most ${max} per ${win} s`));
+}
+
+/** Whether limitIp needs the client's address (captured only then: http/request.ts). */
+export function ipLimited(deps: LimitDeps): boolean {
+  return deps.config.rate_limiter.api.max_requests !== null && deps.limiter.driver !== 'none';
 }
 
 /** Step 2: the app's bucket: a 429, or the headers for the response. */
-export async function limitApp(deps: LimitDeps, app: AppConfig): Promise<{ denied: ApiResponse | null; headers: Record<string, string> }> {
+export function limitApp(deps: LimitDeps, app: AppConfig): MaybePromise<{ denied: ApiResponse | null; headers: Record<string, string> }> {
   if (deps.limiter.driver === 'none') return { denied: null, headers: {} };
   const rate = app.max_client_events_per_second;
-  const d = await deps.limiter.consume(limitKey.api(app.id), rate, rate);
-  if (d.allowed) return { denied: null, headers: rateLimitHeaders(d) };
-  return { denied: tooMany(deps, app, 'api', d, `Rate limit exceeded: at most ${rate} API requests per second for app ${app.id}`), headers: {} };
+  return then(deps.limiter.consume(limitKey.api(app.id), rate, rate), (d) => d.allowed
+    ? { denied: null, headers: rateLimitHeaders(d) }
+    : { denied: tooMany(deps, app, 'api', d, `Rate limit exceeded: at most ${rate} API requests per second for app ${app.id}`), headers: {} });
 }
 
 /** Step 3: `count` backend events (event × channel); a 429 or null. */
-export async function limitBackendEvents(deps: LimitDeps, app: AppConfig, count: number): Promise<ApiResponse | null> {
+export function limitBackendEvents(deps: LimitDeps, app: AppConfig, count: number): MaybePromise<ApiResponse | null> {
   const rate = app.max_backend_events_per_second;
   if (rate === null || deps.limiter.driver === 'none') return null;
-  const d = await deps.limiter.consume(limitKey.backend(app.id), rate, rate, count);
+  return then(deps.limiter.consume(limitKey.backend(app.id), rate, rate, count), (d) => backendDenied(deps, app, count, rate, d));
+}
+
+function backendDenied(deps: LimitDeps, app: AppConfig, count: number, rate: number, d: Decision): ApiResponse | null {
   if (d.allowed) return null;
   const why = count > rate
     ? `this request publishes ${count} events (event × channel), more than max_backend_events_per_second (${rate}) allows at once`

@@ -36,11 +36,15 @@ export function jsonError(status: number, error: string): ApiResponse {
 
 const decoder = new TextDecoder();
 
-/** Copies the request; must be called synchronously in the route handler. */
-export function captureRequest(res: HttpResponse, req: HttpRequest, paramCount: number): ApiRequest {
+/**
+ * Copies the request; must be called synchronously in the route handler. The client's
+ * address and X-Forwarded-For are only read when `withIp` (the per-IP limit needs them),
+ * Content-Length only `withBody`.
+ */
+export function captureRequest(res: HttpResponse, req: HttpRequest, paramCount: number, withIp: boolean, withBody: boolean): ApiRequest {
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
-  const cl = req.getHeader('content-length');
+  const cl = withBody ? req.getHeader('content-length') : '';
   return {
     method: req.getCaseSensitiveMethod().toUpperCase(),
     path: req.getUrl(),
@@ -50,15 +54,16 @@ export function captureRequest(res: HttpResponse, req: HttpRequest, paramCount: 
       authorization: req.getHeader('authorization') || null,
       origin: req.getHeader('origin') || null,
       contentLength: cl === '' ? null : Number(cl),
-      forwardedFor: req.getHeader('x-forwarded-for') || null,
+      forwardedFor: withIp ? req.getHeader('x-forwarded-for') || null : null,
     },
-    ip: decoder.decode(res.getRemoteAddressAsText()),
+    ip: withIp ? decoder.decode(res.getRemoteAddressAsText()) : '',
     body: Buffer.alloc(0),
   };
 }
 
 /**
- * Reads the whole body. Resolves null when the body is larger than `limit` bytes. Up to
+ * Reads the whole body and calls `done` with it (in the last onData callback, so the
+ * answer can be written there), or with null when it is larger than `limit` bytes. Up to
  * `drainLimit` bytes such a body is read to its end without being kept, so that the 413
  * reaches the client (answering mid-upload cuts the connection and the client sees a
  * reset instead). Past `drainLimit` it answers 413 itself at once (onTooLarge) and the
@@ -66,39 +71,40 @@ export function captureRequest(res: HttpResponse, req: HttpRequest, paramCount: 
  */
 export function readBody(
   res: HttpResponse, limit: number, drainLimit: number, state: { aborted: boolean }, onTooLarge: () => void,
-): Promise<Buffer | null> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let done = false;
-    res.onData((chunk, isLast) => {
-      if (done) return;
-      size += chunk.byteLength;
-      if (size > drainLimit) {
-        done = true;
-        if (!state.aborted) onTooLarge();
-        resolve(null);
-        return;
-      }
-      if (size > limit) {
-        chunks.length = 0; // drained, not kept
-        if (isLast) {
-          done = true;
-          resolve(null);
-        }
-        return;
-      }
-      // The chunk's memory is only valid during this callback: copy it.
-      chunks.push(Buffer.from(new Uint8Array(chunk)));
+  done: (body: Buffer | null) => void,
+): void {
+  let chunks: Buffer[] | null = null;
+  let size = 0;
+  let finished = false;
+  res.onData((chunk, isLast) => {
+    if (finished) return;
+    size += chunk.byteLength;
+    if (size > drainLimit) {
+      finished = true;
+      if (!state.aborted) onTooLarge();
+      done(null);
+      return;
+    }
+    if (size > limit) {
+      chunks = null; // drained, not kept
       if (isLast) {
-        done = true;
-        resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+        finished = true;
+        done(null);
       }
-    });
+      return;
+    }
+    // The chunk's memory is only valid during this callback: copy it.
+    const copy = Buffer.from(new Uint8Array(chunk));
+    if (isLast) {
+      finished = true;
+      done(chunks === null ? copy : Buffer.concat([...chunks, copy], size));
+      return;
+    }
+    (chunks ??= []).push(copy);
   });
 }
 
-export function writeResponse(res: HttpResponse, r: ApiResponse, extraHeaders: Record<string, string>, closeConnection = false): void {
+export function writeResponse(res: HttpResponse, r: ApiResponse, extraHeaders: Readonly<Record<string, string>>, closeConnection = false): void {
   res.cork(() => {
     res.writeStatus(statusLine(r.status));
     for (const k in extraHeaders) res.writeHeader(k, extraHeaders[k]);

@@ -9,11 +9,12 @@ import { getChannel, getChannels, getUsers } from './channels';
 import { terminateConnections } from './users';
 import type { ApiDeps } from './deps';
 import { postBatchEvents, postEvents } from './events';
-import { limitApp, limitIp } from './ratelimit';
+import { attempt, then, type MaybePromise } from './maybe';
+import { ipLimited, limitApp, limitIp } from './ratelimit';
 import { RateLimiterUnavailable } from '../ratelimit/types';
 import { captureRequest, jsonError, readBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
 
-type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: Map<string, string>) => Promise<ApiResponse>;
+type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: Map<string, string>) => MaybePromise<ApiResponse>;
 
 function corsHeaders(cors: Config['cors'], origin: string | null): Record<string, string> {
   const h: Record<string, string> = {};
@@ -32,6 +33,11 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   /** A body over the limit but below this is read (and dropped) before the 413 (see readBody). */
   const drainLimit = 4 * bodyLimit;
   const metricsOn = metersFor(deps.metrics).enabled;
+  /** CORS headers of answers, read-only and shared when they do not depend on the request's Origin. */
+  const anyOrigin = config.cors.origin.includes('*') ? Object.freeze(corsHeaders(config.cors, null)) : null;
+  const noOrigin = Object.freeze(corsHeaders(config.cors, null));
+  const corsFor = (origin: string | null): Readonly<Record<string, string>> =>
+    anyOrigin ?? (origin === null ? noOrigin : corsHeaders(config.cors, origin));
 
   /** HTTP metrics of one answered request; `route` is the route pattern, never the URL (cardinality). */
   function observeHttp(method: string, route: string, status: number, startedAt: number) {
@@ -42,76 +48,89 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     if (status >= 500) deps.metrics.inc('http_errors_total');
   }
 
-  /** Runs an async handler with the uWS contract (abort tracking, corked writes, no stack traces). */
-  function serve(res: HttpResponse, req: ApiRequest, state: { aborted: boolean }, route: string, work: () => Promise<ApiResponse>) {
-    const startedAt = performance.now();
-    const cors = corsHeaders(config.cors, req.headers.origin);
-    work().catch((err: unknown) => {
-      if (err instanceof BusTimeoutError) return jsonError(503, 'server busy: a shard did not answer in time');
-      // a question to a shard whose queue is full, or asked by a shard going down after a crash
-      if (err instanceof BusFullError) return jsonError(503, 'server busy: internal queues are full, retry later');
-      if (err instanceof RateLimiterUnavailable) {
-        // Fail closed: no limiter answer, no request (ratelimit/scripted.ts logs the outage once).
-        deps.metrics.inc('rate_limiter_errors_total');
-        return { status: 503, body: { error: 'rate limiter unavailable' }, headers: { 'Retry-After': '1' } };
-      }
-      log.error({ err, path: req.path }, 'API request failed');
-      return jsonError(500, 'internal server error');
-    }).then((r) => {
+  function failure(err: unknown, req: ApiRequest): ApiResponse {
+    if (err instanceof BusTimeoutError) return jsonError(503, 'server busy: a shard did not answer in time');
+    // a question to a shard whose queue is full, or asked by a shard going down after a crash
+    if (err instanceof BusFullError) return jsonError(503, 'server busy: internal queues are full, retry later');
+    if (err instanceof RateLimiterUnavailable) {
+      // Fail closed: no limiter answer, no request (ratelimit/scripted.ts logs the outage once).
+      deps.metrics.inc('rate_limiter_errors_total');
+      return { status: 503, body: { error: 'rate limiter unavailable' }, headers: { 'Retry-After': '1' } };
+    }
+    log.error({ err, path: req.path }, 'API request failed');
+    return jsonError(500, 'internal server error');
+  }
+
+  /**
+   * Runs a handler with the uWS contract (abort tracking, corked writes, no stack traces).
+   * When no step has to wait the answer is written now, inside the uWS callback.
+   */
+  function serve(res: HttpResponse, req: ApiRequest, state: { aborted: boolean }, route: string, startedAt: number, work: () => MaybePromise<ApiResponse>) {
+    const finish = (r: ApiResponse) => {
       observeHttp(req.method, route, r.status, startedAt);
-      if (!state.aborted) writeResponse(res, r, cors, deps.stopping());
-    });
+      if (!state.aborted) writeResponse(res, r, corsFor(req.headers.origin), deps.stopping());
+    };
+    const r = attempt(work);
+    if (r instanceof Promise) r.catch((err: unknown) => failure(err, req)).then(finish);
+    else finish(r);
   }
 
   function api(method: 'get' | 'post', pattern: string, paramCount: number, handler: ApiHandler) {
+    const limited = LIMITED_ROUTES.has(pattern);
+    const withIp = limited && ipLimited(deps);
+
+    /** Everything after the body: the app, the limits, the signature, the handler. */
+    function answer(req: ApiRequest): MaybePromise<ApiResponse> {
+      const app = apps.byId(decodeURIComponentSafe(req.params[0]));
+      if (!app) return jsonError(404, `App ${req.params[0]} not found`);
+      // Rate limits, in this order (why: http/ratelimit.ts): per-IP window before auth,
+      // the app's bucket after it.
+      if (!limited) return authorized(req, app);
+      return then(limitIp(deps, app, req), (ipDenied) => ipDenied ?? authorized(req, app));
+    }
+
+    function authorized(req: ApiRequest, app: AppConfig): MaybePromise<ApiResponse> {
+      const auth = verifyApiRequest(
+        { method: req.method, path: req.path, query: req.query, authorization: req.headers.authorization, body: req.body, nowSeconds: Math.floor(Date.now() / 1000) },
+        (key) => apps.byKey(key)?.secret ?? null,
+      );
+      if (!auth.ok) return jsonError(auth.status, auth.error);
+      if (auth.authKey !== app.key) return jsonError(401, `auth_key ${auth.authKey} does not belong to app ${app.id}`);
+      if (!app.enabled) return jsonError(403, `App ${app.id} is disabled`);
+      if (!limited) return handler(deps, app, req, auth.params);
+      return then(limitApp(deps, app), (bucket) => bucket.denied ?? then(handler(deps, app, req, auth.params), (r) => (
+        { status: r.status, body: r.body, headers: r.headers ? { ...bucket.headers, ...r.headers } : bucket.headers })));
+    }
+
     uws[method](pattern, (res: HttpResponse, hreq: HttpRequest) => {
+      const startedAt = performance.now();
       // onAborted first: uWS aborts the process if a handler returns (or throws) without
       // having answered or registered it.
       const state = { aborted: false };
       res.onAborted(() => { state.aborted = true; });
       let req: ApiRequest;
       try {
-        req = captureRequest(res, hreq, paramCount);
+        req = captureRequest(res, hreq, paramCount, withIp, method === 'post');
       } catch (err) {
         log.error({ err }, 'could not read an API request');
         writeResponse(res, jsonError(400, 'unreadable request'), {}, true);
-        observeHttp(method.toUpperCase(), pattern, 400, performance.now());
+        observeHttp(method.toUpperCase(), pattern, 400, startedAt);
         return;
       }
-      serve(res, req, state, pattern, async () => {
-        if (method === 'post') {
-          if (req.headers.contentLength !== null && req.headers.contentLength > drainLimit) {
-            return tooLarge();
-          }
-          const body = await readBody(res, bodyLimit, drainLimit, state, () => {
-            state.aborted = true; // we answer now and drop the rest of the upload
-            writeResponse(res, tooLarge(), corsHeaders(config.cors, req.headers.origin), true);
-          });
-          if (body === null) return tooLarge();
-          req.body = body;
-        }
-        const app = apps.byId(decodeURIComponentSafe(req.params[0]));
-        if (!app) return jsonError(404, `App ${req.params[0]} not found`);
-        // Rate limits, in this order (why: http/ratelimit.ts): per-IP window before auth,
-        // the app's bucket after it.
-        const limited = LIMITED_ROUTES.has(pattern);
-        if (limited) {
-          const ipDenied = await limitIp(deps, app, req);
-          if (ipDenied) return ipDenied;
-        }
-        const auth = verifyApiRequest(
-          { method: req.method, path: req.path, query: req.query, authorization: req.headers.authorization, body: req.body, nowSeconds: Math.floor(Date.now() / 1000) },
-          (key) => apps.byKey(key)?.secret ?? null,
-        );
-        if (!auth.ok) return jsonError(auth.status, auth.error);
-        if (auth.authKey !== app.key) return jsonError(401, `auth_key ${auth.authKey} does not belong to app ${app.id}`);
-        if (!app.enabled) return jsonError(403, `App ${app.id} is disabled`);
-        if (!limited) return handler(deps, app, req, auth.params);
-        const bucket = await limitApp(deps, app);
-        if (bucket.denied) return bucket.denied;
-        const r = await handler(deps, app, req, auth.params);
-        r.headers = r.headers ? { ...bucket.headers, ...r.headers } : bucket.headers;
-        return r;
+      if (method === 'get') {
+        serve(res, req, state, pattern, startedAt, () => answer(req));
+        return;
+      }
+      if (req.headers.contentLength !== null && req.headers.contentLength > drainLimit) {
+        serve(res, req, state, pattern, startedAt, tooLarge);
+        return;
+      }
+      readBody(res, bodyLimit, drainLimit, state, () => {
+        state.aborted = true; // we answer now and drop the rest of the upload
+        writeResponse(res, tooLarge(), corsFor(req.headers.origin), true);
+      }, (body) => {
+        if (body !== null) req.body = body;
+        serve(res, req, state, pattern, startedAt, () => (body === null ? tooLarge() : answer(req)));
       });
     });
   }

@@ -2,22 +2,77 @@
  * Signatures: lowercase hex HMAC-SHA256 keyed with the app secret (Pusher's scheme).
  * Verified against Pusher's published vectors and the `pusher` SDK in test/protocol/hmac.test.ts.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import crypto, { createHash } from 'node:crypto';
+
+/**
+ * One-shot digests (crypto.hash, Node ≥ 20.12) allocate no Hash object: per API request
+ * that saves the objects' weak handles and much of the young-generation garbage
+ * (docs/performance.md). Older Node 20 releases get createHash.
+ */
+type OneShot = (algorithm: string, data: string | Buffer, encoding: 'hex' | 'buffer') => string | Buffer;
+const oneShot: OneShot = typeof (crypto as { hash?: unknown }).hash === 'function'
+  ? (crypto as unknown as { hash: OneShot }).hash
+  : (algorithm, data, encoding) => {
+    const h = createHash(algorithm).update(data);
+    return encoding === 'hex' ? h.digest('hex') : h.digest();
+  };
+
+/**
+ * HMAC-SHA256 = H((K ⊕ opad) ‖ H((K ⊕ ipad) ‖ m)) (RFC 2104), with the padded keys
+ * prepared once per secret and two one-shot hashes per message: about half the cost of
+ * createHmac, which prepares the key again on every call.
+ */
+interface Pads { ipad: Buffer; opad: Buffer }
+const pads = new Map<string, Pads>();
+/** Secrets are per app (config), so this stays small; a bound all the same. */
+const MAX_PADS = 4096;
+/** Reused for `ipad ‖ m` and `opad ‖ inner digest` (a thread runs one HMAC at a time). */
+let scratch = Buffer.allocUnsafe(64 + 1024);
+const outer = Buffer.allocUnsafe(64 + 32);
+
+function padsOf(secret: string): Pads {
+  let p = pads.get(secret);
+  if (p === undefined) {
+    let key = Buffer.from(secret, 'utf8');
+    if (key.length > 64) key = createHash('sha256').update(key).digest();
+    const ipad = Buffer.alloc(64, 0x36);
+    const opad = Buffer.alloc(64, 0x5c);
+    for (let i = 0; i < key.length; i++) {
+      ipad[i] ^= key[i];
+      opad[i] ^= key[i];
+    }
+    if (pads.size >= MAX_PADS) pads.clear();
+    p = { ipad, opad };
+    pads.set(secret, p);
+  }
+  return p;
+}
 
 export function hmacSha256Hex(secret: string, data: string): string {
-  return createHmac('sha256', secret).update(data, 'utf8').digest('hex');
+  const p = padsOf(secret);
+  const need = 64 + Buffer.byteLength(data, 'utf8');
+  if (need > scratch.length) scratch = Buffer.allocUnsafe(Math.max(need, 2 * scratch.length));
+  p.ipad.copy(scratch, 0);
+  const n = scratch.write(data, 64, 'utf8');
+  const inner = oneShot('sha256', scratch.subarray(0, 64 + n), 'buffer') as Buffer;
+  p.opad.copy(outer, 0);
+  inner.copy(outer, 64);
+  return oneShot('sha256', outer, 'hex') as string;
 }
 
 export function md5Hex(data: string | Buffer): string {
-  return createHash('md5').update(data).digest('hex');
+  return oneShot('md5', data, 'hex') as string;
 }
 
-/** Constant-time string compare (leaks only whether the lengths differ). */
+/**
+ * Constant-time string compare: every code unit is looked at, whatever differs (leaks
+ * only whether the lengths differ). Signatures are hex, so code units are bytes.
+ */
 export function safeEqual(a: string, b: string): boolean {
-  const ab = Buffer.from(a, 'utf8');
-  const bb = Buffer.from(b, 'utf8');
-  if (ab.length !== bb.length) return false;
-  return timingSafeEqual(ab, bb);
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
 }
 
 /** Channel auth value `${key}:${hmac(secret, socketId:channel[:channelData])}`. */

@@ -44,7 +44,7 @@ export type ShardEvent =
   /** Answer to `test_pause_bus`: the pause is in force. */
   | { type: 'test_bus_paused'; socketIdPrefix: string }
   /** Answer to `test_gc`. */
-  | { type: 'test_gc_done'; heapUsed: number };
+  | { type: 'test_gc_done'; heap: HeapFigures };
 
 /** Primary → shard lifecycle messages. */
 export type PrimaryCommand =
@@ -66,3 +66,10 @@ export type PrimaryCommand =
   | { type: 'test_pause_bus'; ms: number }
   /** Tests only (honoured when ShardInit.testHooks and node runs with --expose-gc): a full GC now (soak RSS checks). */
   | { type: 'test_gc' };
+
+/** A thread's V8 heap after a full GC (test hook `testGc`): live, committed, malloc'd by V8, external. */
+export interface HeapFigures { used: number; committed: number; malloced: number; external: number }
+
+export function heapFigures(s: { used_heap_size: number; total_heap_size: number; malloced_memory: number; external_memory: number }): HeapFigures {
+  return { used: s.used_heap_size, committed: s.total_heap_size, malloced: s.malloced_memory, external: s.external_memory };
+}

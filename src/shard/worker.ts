@@ -29,7 +29,7 @@ import type { Socket } from '../ws/types';
 import { createFailover } from './failover';
 import { Fanout, topicOf } from './fanout';
 import { isPresence } from '../protocol/channels';
-import type { PrimaryCommand, ShardEvent, ShardInit } from './init';
+import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
 
 const init = workerData as ShardInit;
 const { shardId, shards } = init;
@@ -326,7 +326,7 @@ parentPort!.on('message', (cmd: PrimaryCommand) => {
   else if (cmd.type === 'test_gc') {
     if (!init.testHooks) return;
     (globalThis as { gc?: () => void }).gc?.();
-    post({ type: 'test_gc_done', heapUsed: getHeapStatistics().used_heap_size });
+    post({ type: 'test_gc_done', heap: heapFigures(getHeapStatistics()) });
   }
   else failover.command(cmd);
 });

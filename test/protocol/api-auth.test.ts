@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Pusher from 'pusher';
-import { apiStringToSign, signApiQuery, verifyApiRequest, type SignedRequest } from '../../src/protocol/api-auth';
+import { apiStringToSign, queryPairs, signApiQuery, verifyApiRequest, type SignedRequest } from '../../src/protocol/api-auth';
 import { hmacSha256Hex, md5Hex } from '../../src/protocol/hmac';
 
 const KEY = '278d425bdf160c739803';
@@ -207,4 +207,30 @@ t.test('signApiQuery refuses reserved parameters', async (t) => {
   t.throws(() => signApiQuery(KEY, SECRET, 'GET', '/x', { auth_key: 'k' }, '', NOW), /auth_key/);
   t.throws(() => signApiQuery(KEY, SECRET, 'GET', '/x', { BODY_MD5: 'k' }, '', NOW), /body_md5/);
   t.throws(() => signApiQuery(KEY, SECRET, 'GET', '/x', { a: '1', A: '2' }, '', NOW), /duplicate/);
+});
+
+t.test('queryPairs gives exactly what URLSearchParams gives', async (t) => {
+  const fixed = ['', '&', '&&a=1&&', 'a', 'a=', '=b', '=', 'a=b=c', 'a=1&a=2', 'A=1&b', 'x=%41', 'x=a+b', 'x=%zz', 'k%3D=v',
+    'auth_key=k&auth_timestamp=1&auth_version=1.0&body_md5=abc&auth_signature=def', 'a=1&', '&a=1', 'é=ü&ß'];
+  // A fixed-seed generator over the characters that matter to the split (LCG: reproducible).
+  let seed = 12345;
+  const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n; };
+  const alphabet = ['a', 'B', '1', '=', '&', '%', '+', '%41', '%2', '.', '_', 'é', ' '];
+  const random: string[] = [];
+  for (let i = 0; i < 2000; i++) {
+    let q = '';
+    const len = rnd(12);
+    for (let j = 0; j < len; j++) q += alphabet[rnd(alphabet.length)];
+    random.push(q);
+  }
+  let mismatches = 0;
+  for (const q of [...fixed, ...random]) {
+    const want = [...new URLSearchParams(q)];
+    const got = [...queryPairs(q)];
+    if (JSON.stringify(got) !== JSON.stringify(want)) {
+      mismatches++;
+      if (mismatches <= 5) t.fail(`query ${JSON.stringify(q)}: ${JSON.stringify(got)} ≠ ${JSON.stringify(want)}`);
+    }
+  }
+  t.equal(mismatches, 0, `${fixed.length + random.length} queries, none differ`);
 });

@@ -1,5 +1,6 @@
 import t from 'tap';
 import Pusher from 'pusher';
+import { createHmac } from 'node:crypto';
 import {
   channelAuth, hmacSha256Hex, md5Hex, safeEqual, userAuth, verifyChannelAuth, verifyUserAuth, webhookSignature,
 } from '../../src/protocol/hmac';
@@ -78,4 +79,20 @@ t.test('hmac, md5 and safeEqual', async (t) => {
   t.notOk(safeEqual('abc', 'abd'));
   t.notOk(safeEqual('abc', 'abcd'));
   t.notOk(safeEqual('é', 'e'), 'different byte lengths');
+});
+
+t.test('hmacSha256Hex (cached key pads) equals node:crypto createHmac for every key length', async (t) => {
+  const keys = ['', 'k', 'a'.repeat(63), 'b'.repeat(64), 'c'.repeat(65), 'd'.repeat(200), 'sécret-ключ-🔑', 'app-secret'];
+  const messages = ['', 'POST\n/apps/1/events\nauth_key=k', 'x'.repeat(1000), 'ünïcode ✓'];
+  for (const key of keys) {
+    for (const msg of messages) {
+      // twice: the cached pads must not be consumed by the first use
+      for (let round = 0; round < 2; round++) {
+        t.equal(hmacSha256Hex(key, msg), createHmac('sha256', key).update(msg, 'utf8').digest('hex'),
+          `key of ${key.length} chars, message of ${msg.length} chars, round ${round + 1}`);
+      }
+    }
+  }
+  t.notOk(safeEqual('abc', 'abcd'), 'different lengths are unequal');
+  t.notOk(safeEqual('é', 'e'), 'non-ASCII compares by code unit');
 });
