@@ -35,18 +35,20 @@ export function jsonError(status: number, error: string): ApiResponse {
 }
 
 const decoder = new TextDecoder();
+/** The body of a request without one (shared: nothing writes to a request body). */
+const NO_BODY = Buffer.alloc(0);
 
 /**
  * Copies the request; must be called synchronously in the route handler. The client's
- * address and X-Forwarded-For are only read when `withIp` (the per-IP limit needs them),
- * Content-Length only `withBody`.
+ * address and X-Forwarded-For are only read when `withIp` (the per-IP limit needs them).
+ * `method` is the route's (uWS routes by method).
  */
-export function captureRequest(res: HttpResponse, req: HttpRequest, paramCount: number, withIp: boolean, withBody: boolean): ApiRequest {
+export function captureRequest(res: HttpResponse, req: HttpRequest, method: 'GET' | 'POST', paramCount: number, withIp: boolean): ApiRequest {
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
-  const cl = withBody ? req.getHeader('content-length') : '';
+  const cl = method === 'POST' ? req.getHeader('content-length') : '';
   return {
-    method: req.getCaseSensitiveMethod().toUpperCase(),
+    method,
     path: req.getUrl(),
     query: req.getQuery() ?? '',
     params,
@@ -57,7 +59,7 @@ export function captureRequest(res: HttpResponse, req: HttpRequest, paramCount: 
       forwardedFor: withIp ? req.getHeader('x-forwarded-for') || null : null,
     },
     ip: withIp ? decoder.decode(res.getRemoteAddressAsText()) : '',
-    body: Buffer.alloc(0),
+    body: NO_BODY,
   };
 }
 
@@ -106,7 +108,7 @@ export function readBody(
 
 export function writeResponse(res: HttpResponse, r: ApiResponse, extraHeaders: Readonly<Record<string, string>>, closeConnection = false): void {
   res.cork(() => {
-    res.writeStatus(statusLine(r.status));
+    if (r.status !== 200) res.writeStatus(statusLine(r.status)); // uWS answers 200 OK by default
     for (const k in extraHeaders) res.writeHeader(k, extraHeaders[k]);
     if (r.headers) for (const k in r.headers) res.writeHeader(k, r.headers[k]);
     if (r.status === 204) {

@@ -110,7 +110,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       res.onAborted(() => { state.aborted = true; });
       let req: ApiRequest;
       try {
-        req = captureRequest(res, hreq, paramCount, withIp, method === 'post');
+        req = captureRequest(res, hreq, method === 'post' ? 'POST' : 'GET', paramCount, withIp);
       } catch (err) {
         log.error({ err }, 'could not read an API request');
         writeResponse(res, jsonError(400, 'unreadable request'), {}, true);
@@ -199,6 +199,7 @@ const LIMITED_ROUTES: ReadonlySet<string> = new Set([
 const KNOWN_METHODS: ReadonlySet<string> = new Set(['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS']);
 
 function decodeURIComponentSafe(s: string): string {
+  if (!s.includes('%')) return s;
   try {
     return decodeURIComponent(s);
   } catch {
