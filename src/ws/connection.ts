@@ -128,8 +128,6 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       id: deps.nextSocketId(),
       app,
       appIdx: app ? apps.index(app) : -1,
-      origin,
-      ip: decoder.decode(res.getRemoteAddressAsText()),
       refuse,
       counted: false,
       closed: false,

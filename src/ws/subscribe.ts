@@ -10,7 +10,7 @@ import { BusPeerRestartedError } from '../bus/bus';
 import type { PresenceJoinReply } from '../bus/messages';
 import { ownerOf, userKey } from '../channels/owner';
 import { metersFor } from '../metrics/meters';
-import { channelType, isServerToUser, serverToUserId, validateChannelName } from '../protocol/channels';
+import { channelType, type ChannelType, isServerToUser, serverToUserId, validateChannelName } from '../protocol/channels';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { verifyChannelAuth } from '../protocol/hmac';
@@ -31,6 +31,13 @@ export interface Subscriptions {
   /** The socket closed: give every subscription back to its owner. */
   dropAll(d: SocketData): void;
 }
+
+/** The subscription record of every public or private (non-cache) channel subscription. */
+const PLAIN: Readonly<Record<Exclude<ChannelType, 'presence'>, Subscription>> = {
+  public: Object.freeze({ type: 'public', userKey: null, userId: null, joined: true }),
+  private: Object.freeze({ type: 'private', userKey: null, userId: null, joined: true }),
+  'private-encrypted': Object.freeze({ type: 'private-encrypted', userKey: null, userId: null, joined: true }),
+};
 
 export function createSubscriptions(deps: WsDeps): Subscriptions {
   const { bus, shards, shardId } = deps;
@@ -194,7 +201,10 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         }
         if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string);
       }
-      const sub: Subscription = { type, userKey: null, userId: null, joined: true };
+      // One shared record per type (read-only: only presence records change) unless the
+      // channel replays a cache, which tells its subscriptions apart by identity.
+      const sub: Subscription = deps.cache && deps.cache.ttl(channel) !== null
+        ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
       d.channels.set(channel, sub);
       ws.subscribe(topicOf(app.id, channel));
       meters.app(app.id).subscription(type).inc();

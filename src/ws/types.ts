@@ -19,8 +19,6 @@ export interface SocketData {
   /** null when the connection is refused at open (see `refuse`). */
   app: AppConfig | null;
   appIdx: number;
-  origin: string | null;
-  ip: string;
   /** Set at upgrade when the connection must be refused right after it opens. */
   refuse: { code: number; message: string } | null;
   /** Counted against the app's max_connections (so close must give it back). */
