@@ -67,9 +67,16 @@ export type PrimaryCommand =
   /** Tests only (honoured when ShardInit.testHooks and node runs with --expose-gc): a full GC now (soak RSS checks). */
   | { type: 'test_gc' };
 
-/** A thread's V8 heap after a full GC (test hook `testGc`): live, committed, malloc'd by V8, external. */
-export interface HeapFigures { used: number; committed: number; malloced: number; external: number }
+/**
+ * A thread's V8 heap after a full GC (test hook `testGc`): live, committed (all spaces),
+ * the new space's committed size, malloc'd by V8, external.
+ */
+export interface HeapFigures { used: number; committed: number; newSpace: number; malloced: number; external: number }
 
-export function heapFigures(s: { used_heap_size: number; total_heap_size: number; malloced_memory: number; external_memory: number }): HeapFigures {
-  return { used: s.used_heap_size, committed: s.total_heap_size, malloced: s.malloced_memory, external: s.external_memory };
+export function heapFigures(
+  s: { used_heap_size: number; total_heap_size: number; malloced_memory: number; external_memory: number },
+  spaces: { space_name: string; space_size: number }[],
+): HeapFigures {
+  const newSpace = spaces.find((x) => x.space_name === 'new_space')?.space_size ?? 0;
+  return { used: s.used_heap_size, committed: s.total_heap_size, newSpace, malloced: s.malloced_memory, external: s.external_memory };
 }
