@@ -2,7 +2,7 @@
  * Signatures: lowercase hex HMAC-SHA256 keyed with the app secret (Pusher's scheme).
  * Verified against Pusher's published vectors and the `pusher` SDK in test/protocol/hmac.test.ts.
  */
-import crypto, { createHash } from 'node:crypto';
+import crypto, { createHash, timingSafeEqual } from 'node:crypto';
 
 /**
  * One-shot digests (crypto.hash, Node ≥ 20.12) allocate no Hash object: per API request
@@ -49,6 +49,11 @@ function padsOf(secret: string): Pads {
 }
 
 export function hmacSha256Hex(secret: string, data: string): string {
+  return hmacSha256(secret, data).toString('hex');
+}
+
+/** The HMAC-SHA256 digest as bytes (32). */
+export function hmacSha256(secret: string, data: string): Buffer {
   const p = padsOf(secret);
   const need = 64 + Buffer.byteLength(data, 'utf8');
   if (need > scratch.length) scratch = Buffer.allocUnsafe(Math.max(need, 2 * scratch.length));
@@ -57,11 +62,27 @@ export function hmacSha256Hex(secret: string, data: string): string {
   const inner = oneShot('sha256', scratch.subarray(0, 64 + n), 'buffer') as Buffer;
   p.opad.copy(outer, 0);
   inner.copy(outer, 64);
-  return oneShot('sha256', outer, 'hex') as string;
+  return oneShot('sha256', outer, 'buffer') as Buffer;
 }
 
 export function md5Hex(data: string | Buffer): string {
   return oneShot('md5', data, 'hex') as string;
+}
+
+/** The MD5 digest as bytes (16). */
+export function md5(data: string | Buffer): Buffer {
+  return oneShot('md5', data, 'buffer') as Buffer;
+}
+
+/**
+ * Whether `hex` (either case) spells exactly `digest`, compared in constant time. Cheaper
+ * than comparing hex strings: the given signature is usually a slice of the query string,
+ * and reading such strings character by character is slow.
+ */
+export function hexEquals(hex: string, digest: Buffer): boolean {
+  if (hex.length !== 2 * digest.length) return false;
+  const given = Buffer.from(hex, 'hex'); // stops at the first pair that is not hex
+  return given.length === digest.length && timingSafeEqual(given, digest);
 }
 
 /**

@@ -2,7 +2,7 @@ import t from 'tap';
 import Pusher from 'pusher';
 import { createHmac } from 'node:crypto';
 import {
-  channelAuth, hmacSha256Hex, md5Hex, safeEqual, userAuth, verifyChannelAuth, verifyUserAuth, webhookSignature,
+  channelAuth, hexEquals, hmacSha256Hex, md5, md5Hex, safeEqual, userAuth, verifyChannelAuth, verifyUserAuth, webhookSignature,
 } from '../../src/protocol/hmac';
 
 // Pusher's published test credentials (docs "auth signatures", and every official SDK's tests).
@@ -95,4 +95,18 @@ t.test('hmacSha256Hex (cached key pads) equals node:crypto createHmac for every 
   }
   t.notOk(safeEqual('abc', 'abcd'), 'different lengths are unequal');
   t.notOk(safeEqual('é', 'e'), 'non-ASCII compares by code unit');
+});
+
+t.test('hexEquals: a hex spelling of the digest, either case, nothing else', async (t) => {
+  const d = md5('hello');
+  const hex = d.toString('hex');
+  t.ok(hexEquals(hex, d), 'lowercase');
+  t.ok(hexEquals(hex.toUpperCase(), d), 'uppercase');
+  t.notOk(hexEquals(hex.slice(0, -1), d), 'one character short');
+  t.notOk(hexEquals(hex + '0', d), 'one character long');
+  t.notOk(hexEquals(hex.slice(0, -2) + 'zz', d), 'not hex at the end');
+  t.notOk(hexEquals('zz' + hex.slice(2), d), 'not hex at the start');
+  t.notOk(hexEquals(hex.slice(0, -1) + (hex.endsWith('0') ? '1' : '0'), d), 'last nibble differs');
+  t.notOk(hexEquals('', d), 'empty');
+  t.notOk(hexEquals(' '.repeat(hex.length), d), 'spaces');
 });
