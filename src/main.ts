@@ -2,7 +2,7 @@
 
 import { randomInt } from 'node:crypto';
 import net from 'node:net';
-import { getHeapSpaceStatistics, getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -97,44 +97,21 @@ function shardExecArgv(): string[] {
 }
 
 /**
- * Young generation of a shard's heap: 12 MB, i.e. semi-spaces of 4 MB, committed from the
- * start (V8's default starts them at 1 MB and lets them grow to 16 MB). A connection
- * storm keeps many objects alive while young, so V8 grows the semi-spaces to their
- * maximum and keeps them: with the default, 19,000 idle connections cost 2.69 KiB of RSS
- * each, with 4 MB semi-spaces 1.60 KiB, and the API's throughput is the same within noise
- * (1 MB: 1.63 KiB but API −12 %; 8 MB: 2.05 KiB). Starting them at their size means RSS
- * does not creep up by that growth an hour into a run (the soak test: docs/performance.md).
- * A node flag for the semi-space size given to the server (experiments) wins over both.
+ * Young generation of a shard's heap: 12 MB, i.e. semi-spaces of 4 MB (V8's default lets
+ * them grow to 16 MB). A connection storm keeps many objects alive while young, so V8
+ * grows the semi-spaces to their maximum and keeps them: with the default, 19,000 idle
+ * connections cost 2.69 KiB of RSS each, with 4 MB semi-spaces 1.60 KiB, and the API's
+ * throughput is the same within noise (1 MB: 1.63 KiB but API −12 %; 8 MB: 2.05 KiB).
+ * A node flag for the semi-space size given to the server (experiments) wins.
  */
 const SHARD_YOUNG_GENERATION_MB = 12;
-const SHARD_SEMI_SPACE_MB = 4;
-const semiSpaceFlagGiven = process.execArgv.some((a) => /semi[-_]space/.test(a));
-
-/**
- * The shard's young-generation limit; the initial semi-space size is a process-wide V8
- * flag, set only while the shard's heap is being created (from `new Worker` until its
- * 'online' event) so that the primary's own heap keeps V8's defaults.
- */
-function shardHeap(): { resourceLimits?: { maxYoungGenerationSizeMb: number }; created: () => void } {
-  if (semiSpaceFlagGiven) return { created: () => {} };
-  setFlagsFromString(`--min-semi-space-size=${SHARD_SEMI_SPACE_MB}`);
-  return {
-    resourceLimits: { maxYoungGenerationSizeMb: SHARD_YOUNG_GENERATION_MB },
-    created: () => setFlagsFromString('--min-semi-space-size=0'),
-  };
-}
+const shardResourceLimits = process.execArgv.some((a) => /semi[-_]space/.test(a))
+  ? undefined : { maxYoungGenerationSizeMb: SHARD_YOUNG_GENERATION_MB };
 
 function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle; ready: Promise<ShardEvent> } {
-  const heap = shardHeap();
-  let worker: Worker;
-  try {
-    worker = new Worker(path.join(__dirname, 'shard', 'worker.js'), { workerData: init, execArgv: shardExecArgv(), resourceLimits: heap.resourceLimits });
-  } catch (err) {
-    heap.created();
-    throw err;
-  }
-  worker.once('online', heap.created);
-  worker.once('exit', heap.created);
+  const worker = new Worker(path.join(__dirname, 'shard', 'worker.js'), {
+    workerData: init, execArgv: shardExecArgv(), resourceLimits: shardResourceLimits,
+  });
   const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
   const ready = new Promise<ShardEvent>((resolve) => {
     worker.on('message', (e: ShardEvent) => {
