@@ -2,11 +2,10 @@
 
 import { randomInt } from 'node:crypto';
 import net from 'node:net';
-import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import { createTopology, type BusTopology } from './bus/bus';
+import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { ConnectionCounters } from './channels/counters';
@@ -396,7 +395,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         const gc = (globalThis as { gc?: () => void }).gc;
         if (!testHooks || !gc) return Promise.reject(new Error('testGc needs RINGCAST_TEST_HOOKS=1 and node --expose-gc'));
         gc();
-        const primary = heapFigures(getHeapStatistics(), getHeapSpaceStatistics());
+        const primary = heapFigures();
         return Promise.all(started.handles.map((h) => new Promise<HeapFigures>((resolve) => {
           const onMessage = (e: ShardEvent) => {
             if (e.type !== 'test_gc_done') return;

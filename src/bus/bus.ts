@@ -22,21 +22,13 @@
 // for SPILL_WAIT_MAX_MS is taken for gone (crashed, stopped) and no longer waited for.
 
 import { DoorbellListener, DoorbellRinger } from './doorbell';
+import { BusFullError, BusPeerRestartedError, BusTimeoutError } from './errors';
 import { RingReader, RingWriter } from './ring';
 import {
   ControlMsg, FrameType, PublishFrame, RequestBody, RequestMsg,
   decodeControl, decodePublish, encodeControl, encodePublish,
 } from './messages';
-
-export interface BusTopology {
-  threads: number;
-  /** rings[from][to]; null on the diagonal. */
-  rings: (SharedArrayBuffer | null)[][];
-  doorbells: SharedArrayBuffer[];
-  /** One Int32: the process-wide frame stamp counter (wraps; compared modulo 2^32). */
-  clock: SharedArrayBuffer;
-  maxSpillBytes: number;
-}
+import type { BusTopology } from './topology';
 
 export interface BusHandlers {
   onPublish(frame: PublishFrame): void;
@@ -44,8 +36,6 @@ export interface BusHandlers {
   /** A handler threw while a frame was being delivered; the frame is dropped, the bus goes on. */
   onError(err: unknown, frameType: number): void;
 }
-
-import { BusFullError, BusPeerRestartedError, BusTimeoutError } from './errors';
 
 export { BusFullError, BusPeerRestartedError, BusTimeoutError };
 
@@ -449,22 +439,4 @@ export class Bus {
     }
     return false;
   }
-}
-
-/** Allocates the ring mesh and doorbells for `threads` threads. */
-export function createTopology(
-  threads: number,
-  ringBytes: number,
-  maxSpillBytes: number,
-  createRing: (bytes: number) => SharedArrayBuffer,
-  createBell: () => SharedArrayBuffer,
-): BusTopology {
-  const rings: (SharedArrayBuffer | null)[][] = [];
-  for (let from = 0; from < threads; from++) {
-    const row: (SharedArrayBuffer | null)[] = [];
-    for (let to = 0; to < threads; to++) row.push(from === to ? null : createRing(ringBytes));
-    rings.push(row);
-  }
-  const doorbells = Array.from({ length: threads }, () => createBell());
-  return { threads, rings, doorbells, clock: new SharedArrayBuffer(4), maxSpillBytes };
 }

@@ -97,13 +97,6 @@ export function forEachQueryPair(query: string, fn: (key: string, value: string)
   }
 }
 
-/** The query's pairs as URLSearchParams gives them (forEachQueryPair, collected). */
-export function queryPairs(query: string): [string, string][] {
-  const out: [string, string][] = [];
-  forEachQueryPair(query, (k, v) => { out.push([k, v]); return true; });
-  return out;
-}
-
 export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: string) => string | null): ApiAuthResult {
   const params = new Map<string, string>();
   let duplicate: string | null = null;

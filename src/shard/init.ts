@@ -1,4 +1,5 @@
-import type { BusTopology } from '../bus/bus';
+import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
+import type { BusTopology } from '../bus/topology';
 import type { Config } from '../config/types';
 import type { MetricsJson } from '../metrics/registry';
 
@@ -73,10 +74,9 @@ export type PrimaryCommand =
  */
 export interface HeapFigures { used: number; committed: number; newSpace: number; malloced: number; external: number }
 
-export function heapFigures(
-  s: { used_heap_size: number; total_heap_size: number; malloced_memory: number; external_memory: number },
-  spaces: { space_name: string; space_size: number }[],
-): HeapFigures {
-  const newSpace = spaces.find((x) => x.space_name === 'new_space')?.space_size ?? 0;
+/** This thread's heap figures, now. */
+export function heapFigures(): HeapFigures {
+  const s = getHeapStatistics();
+  const newSpace = getHeapSpaceStatistics().find((x) => x.space_name === 'new_space')?.space_size ?? 0;
   return { used: s.used_heap_size, committed: s.total_heap_size, newSpace, malloced: s.malloced_memory, external: s.external_memory };
 }

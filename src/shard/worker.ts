@@ -2,7 +2,6 @@
 // thread, the owner records of the channels hashed to this shard, and the handlers
 // built with their dependencies.
 
-import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import uWS, { type TemplatedApp, type us_listen_socket } from 'uWebSockets.js';
 import { AppRegistry } from '../apps/registry';
@@ -326,7 +325,7 @@ parentPort!.on('message', (cmd: PrimaryCommand) => {
   else if (cmd.type === 'test_gc') {
     if (!init.testHooks) return;
     (globalThis as { gc?: () => void }).gc?.();
-    post({ type: 'test_gc_done', heap: heapFigures(getHeapStatistics(), getHeapSpaceStatistics()) });
+    post({ type: 'test_gc_done', heap: heapFigures() });
   }
   else failover.command(cmd);
 });
