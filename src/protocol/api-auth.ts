@@ -17,7 +17,7 @@
  * - body_md5, when present, must match even for an empty body; required when non-empty.
  * - Error messages may show the string to sign (Pusher does); never the secret.
  */
-import { hexEquals, hmacSha256, hmacSha256Hex, md5, md5Hex } from './hmac';
+import { hmacSha256Hex, hmacSha256Matches, md5Hex, md5Matches } from './hmac';
 
 export interface SignedRequest {
   method: string;
@@ -141,14 +141,14 @@ export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: str
   const bodyMd5 = params.get('body_md5');
   if (bodyMd5 === undefined) {
     if (req.body.length > 0) return fail('Missing body_md5: required when the request has a body');
-  } else if (!hexEquals(bodyMd5, md5(req.body))) {
+  } else if (!md5Matches(req.body, bodyMd5)) {
     return fail('body_md5 does not match the body');
   }
 
   const toSign = apiStringToSign(req.method, req.path, params);
-  if (hexEquals(signature, hmacSha256(secret, toSign))) return { ok: true, authKey, params };
+  if (hmacSha256Matches(secret, toSign, signature)) return { ok: true, authKey, params };
   const alt = decodedPath(req.path);
-  if (alt !== null && hexEquals(signature, hmacSha256(secret, apiStringToSign(req.method, alt, params)))) {
+  if (alt !== null && hmacSha256Matches(secret, apiStringToSign(req.method, alt, params), signature)) {
     return { ok: true, authKey, params };
   }
   return fail(`Invalid signature: expected HMAC-SHA256 hex of the string to sign ${JSON.stringify(toSign)}`);

@@ -2,12 +2,12 @@
  * Signatures: lowercase hex HMAC-SHA256 keyed with the app secret (Pusher's scheme).
  * Verified against Pusher's published vectors and the `pusher` SDK in test/protocol/hmac.test.ts.
  */
-import crypto, { createHash, timingSafeEqual } from 'node:crypto';
+import crypto, { createHash } from 'node:crypto';
+import { hexMatches, hexMatchesBytes, hmacKey, hmacSha256Into, md5Into, wordsToHex, type HmacKey } from './digest';
 
 /**
- * One-shot digests (crypto.hash, Node ≥ 20.12) allocate no Hash object: per API request
- * that saves the objects' weak handles and much of the young-generation garbage
- * (docs/performance.md). Older Node 20 releases get createHash.
+ * One-shot digests (crypto.hash, Node ≥ 20.12) allocate no Hash object; older Node 20
+ * releases get createHash. Used for inputs too long for the JavaScript digests below.
  */
 type OneShot = (algorithm: string, data: string | Buffer, encoding: 'hex' | 'buffer') => string | Buffer;
 const oneShot: OneShot = typeof (crypto as { hash?: unknown }).hash === 'function'
@@ -18,20 +18,30 @@ const oneShot: OneShot = typeof (crypto as { hash?: unknown }).hash === 'functio
   };
 
 /**
- * HMAC-SHA256 = H((K ⊕ opad) ‖ H((K ⊕ ipad) ‖ m)) (RFC 2104), with the padded keys
- * prepared once per secret and two one-shot hashes per message: about half the cost of
- * createHmac, which prepares the key again on every call.
+ * Up to these many bytes of input the JavaScript digests (digest.ts) are cheaper than a
+ * call into node:crypto, which costs ~0.7 µs of binding work and a native Buffer per
+ * digest; past them OpenSSL's per-byte speed wins (SHA-256 uses the CPU's SHA
+ * instructions). Measured on this project's bench machine: docs/performance.md.
  */
-interface Pads { ipad: Buffer; opad: Buffer }
-const pads = new Map<string, Pads>();
+const JS_HMAC_MAX = 256;
+const JS_MD5_MAX = 512;
+
+/**
+ * HMAC-SHA256 = H((K ⊕ opad) ‖ H((K ⊕ ipad) ‖ m)) (RFC 2104). Per secret, prepared once:
+ * the padded keys (for node:crypto) and the hash states after them (for digest.ts).
+ */
+interface Prepared { ipad: Buffer; opad: Buffer; key: HmacKey }
+const prepared = new Map<string, Prepared>();
 /** Secrets are per app (config), so this stays small; a bound all the same. */
-const MAX_PADS = 4096;
-/** Reused for `ipad ‖ m` and `opad ‖ inner digest` (a thread runs one HMAC at a time). */
+const MAX_PREPARED = 4096;
+/** Reused for the message's bytes and `ipad ‖ m` (a thread runs one digest at a time). */
 let scratch = Buffer.allocUnsafe(64 + 1024);
 const outer = Buffer.allocUnsafe(64 + 32);
+const sha = new Int32Array(8);
+const md = new Int32Array(4);
 
-function padsOf(secret: string): Pads {
-  let p = pads.get(secret);
+function prepare(secret: string): Prepared {
+  let p = prepared.get(secret);
   if (p === undefined) {
     let key = Buffer.from(secret, 'utf8');
     if (key.length > 64) key = createHash('sha256').update(key).digest();
@@ -41,48 +51,62 @@ function padsOf(secret: string): Pads {
       ipad[i] ^= key[i];
       opad[i] ^= key[i];
     }
-    if (pads.size >= MAX_PADS) pads.clear();
-    p = { ipad, opad };
-    pads.set(secret, p);
+    if (prepared.size >= MAX_PREPARED) prepared.clear();
+    p = { ipad, opad, key: hmacKey(key) };
+    prepared.set(secret, p);
   }
   return p;
 }
 
-export function hmacSha256Hex(secret: string, data: string): string {
-  return hmacSha256(secret, data).toString('hex');
-}
-
-/** The HMAC-SHA256 digest as bytes (32). */
-export function hmacSha256(secret: string, data: string): Buffer {
-  const p = padsOf(secret);
-  const need = 64 + Buffer.byteLength(data, 'utf8');
-  if (need > scratch.length) scratch = Buffer.allocUnsafe(Math.max(need, 2 * scratch.length));
-  p.ipad.copy(scratch, 0);
+/**
+ * The HMAC of `data` (UTF-8): into `sha` (returns null) when short, else as a Buffer
+ * from node:crypto. `data` is written after 64 free bytes, where the node path puts ipad.
+ */
+function hmac(secret: string, data: string): Buffer | null {
+  const p = prepare(secret);
+  // A UTF-16 code unit is at most 3 UTF-8 bytes.
+  if (64 + 3 * data.length > scratch.length) scratch = Buffer.allocUnsafe(Math.max(64 + 3 * data.length, 2 * scratch.length));
   const n = scratch.write(data, 64, 'utf8');
+  if (n <= JS_HMAC_MAX) {
+    hmacSha256Into(p.key, scratch.subarray(64), n, sha);
+    return null;
+  }
+  p.ipad.copy(scratch, 0);
   const inner = oneShot('sha256', scratch.subarray(0, 64 + n), 'buffer') as Buffer;
   p.opad.copy(outer, 0);
   inner.copy(outer, 64);
   return oneShot('sha256', outer, 'buffer') as Buffer;
 }
 
+export function hmacSha256Hex(secret: string, data: string): string {
+  const long = hmac(secret, data);
+  return long === null ? wordsToHex(sha, true) : long.toString('hex');
+}
+
+/** Whether `hex` (either case) is the HMAC-SHA256 of `data`, compared in constant time. */
+export function hmacSha256Matches(secret: string, data: string, hex: string): boolean {
+  const long = hmac(secret, data);
+  return long === null ? hexMatches(hex, sha, true) : hexEquals(hex, long);
+}
+
 export function md5Hex(data: string | Buffer): string {
   return oneShot('md5', data, 'hex') as string;
 }
 
-/** The MD5 digest as bytes (16). */
-export function md5(data: string | Buffer): Buffer {
-  return oneShot('md5', data, 'buffer') as Buffer;
+/** Whether `hex` (either case) is the MD5 of `data`, compared in constant time. */
+export function md5Matches(data: Buffer, hex: string): boolean {
+  if (data.length > JS_MD5_MAX) return hexEquals(hex, oneShot('md5', data, 'buffer') as Buffer);
+  md5Into(data, data.length, md);
+  return hexMatches(hex, md, false);
 }
 
 /**
- * Whether `hex` (either case) spells exactly `digest`, compared in constant time. Cheaper
- * than comparing hex strings: the given signature is usually a slice of the query string,
- * and reading such strings character by character is slow.
+ * Whether `hex` (either case) spells exactly `digest`, compared in constant time. Not
+ * Buffer.from(hex, 'hex'), which reads only the low byte of each character (so 'š',
+ * U+0161, passes for '1') and stops quietly at the first pair that is not hex.
  */
-export function hexEquals(hex: string, digest: Buffer): boolean {
-  if (hex.length !== 2 * digest.length) return false;
-  const given = Buffer.from(hex, 'hex'); // stops at the first pair that is not hex
-  return given.length === digest.length && timingSafeEqual(given, digest);
+export function hexEquals(hex: string, digest: Uint8Array): boolean {
+  return hexMatchesBytes(hex, digest);
 }
 
 /**

@@ -1,8 +1,8 @@
 import t from 'tap';
 import Pusher from 'pusher';
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import {
-  channelAuth, hexEquals, hmacSha256Hex, md5, md5Hex, safeEqual, userAuth, verifyChannelAuth, verifyUserAuth, webhookSignature,
+  channelAuth, hexEquals, hmacSha256Hex, hmacSha256Matches, md5Hex, md5Matches, safeEqual, userAuth, verifyChannelAuth, verifyUserAuth, webhookSignature,
 } from '../../src/protocol/hmac';
 
 // Pusher's published test credentials (docs "auth signatures", and every official SDK's tests).
@@ -97,16 +97,44 @@ t.test('hmacSha256Hex (cached key pads) equals node:crypto createHmac for every 
   t.notOk(safeEqual('é', 'e'), 'non-ASCII compares by code unit');
 });
 
+/** Wrong spellings of `hex` that must all be refused. */
+function misspellings(hex: string): [string, string][] {
+  return [
+    ['one character short', hex.slice(0, -1)],
+    ['one character long', hex + '0'],
+    ['not hex at the end', hex.slice(0, -2) + 'zz'],
+    ['not hex at the start', 'zz' + hex.slice(2)],
+    ['last nibble differs', hex.slice(0, -1) + (hex.endsWith('0') ? '1' : '0')],
+    ['first nibble differs', (hex.startsWith('0') ? '1' : '0') + hex.slice(1)],
+    ['empty', ''],
+    ['spaces', ' '.repeat(hex.length)],
+    ['a non-ASCII character', hex.slice(0, -1) + 'é'],
+    ['a character whose low byte is a hex digit', hex.slice(0, -1) + String.fromCharCode(0x100 + hex.charCodeAt(hex.length - 1))],
+  ];
+}
+
 t.test('hexEquals: a hex spelling of the digest, either case, nothing else', async (t) => {
-  const d = md5('hello');
+  const d = createHash('md5').update('hello').digest();
   const hex = d.toString('hex');
   t.ok(hexEquals(hex, d), 'lowercase');
   t.ok(hexEquals(hex.toUpperCase(), d), 'uppercase');
-  t.notOk(hexEquals(hex.slice(0, -1), d), 'one character short');
-  t.notOk(hexEquals(hex + '0', d), 'one character long');
-  t.notOk(hexEquals(hex.slice(0, -2) + 'zz', d), 'not hex at the end');
-  t.notOk(hexEquals('zz' + hex.slice(2), d), 'not hex at the start');
-  t.notOk(hexEquals(hex.slice(0, -1) + (hex.endsWith('0') ? '1' : '0'), d), 'last nibble differs');
-  t.notOk(hexEquals('', d), 'empty');
-  t.notOk(hexEquals(' '.repeat(hex.length), d), 'spaces');
+  for (const [what, bad] of misspellings(hex)) t.notOk(hexEquals(bad, d), what);
+});
+
+t.test('md5Matches and hmacSha256Matches: short inputs (JavaScript digests) and long ones (node:crypto)', async (t) => {
+  for (const size of [0, 1, 55, 56, 64, 140, 511, 512, 513, 4096]) {
+    const body = Buffer.alloc(size, 'é').subarray(0, size);
+    const md5 = createHash('md5').update(body).digest('hex');
+    t.ok(md5Matches(body, md5), `md5 of ${size} bytes`);
+    t.ok(md5Matches(body, md5.toUpperCase()), `md5 of ${size} bytes, uppercase`);
+    for (const [what, bad] of misspellings(md5)) t.notOk(md5Matches(body, bad), `md5 of ${size} bytes: ${what}`);
+
+    const data = 'POST\n/apps/1/events\n' + 'ü'.repeat(size >> 1);
+    const mac = createHmac('sha256', SECRET).update(data).digest('hex');
+    t.equal(hmacSha256Hex(SECRET, data), mac, `hmac hex of ${Buffer.byteLength(data)} bytes`);
+    t.ok(hmacSha256Matches(SECRET, data, mac), `hmac of ${Buffer.byteLength(data)} bytes`);
+    for (const [what, bad] of misspellings(mac)) t.notOk(hmacSha256Matches(SECRET, data, bad), `hmac of ${Buffer.byteLength(data)} bytes: ${what}`);
+  }
+  const longKey = 'k'.repeat(100); // longer than a block: hashed first (RFC 2104)
+  t.equal(hmacSha256Hex(longKey, 'x'), createHmac('sha256', longKey).update('x').digest('hex'), 'a key longer than 64 bytes');
 });

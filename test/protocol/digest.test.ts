@@ -1,0 +1,57 @@
+import t from 'tap';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { hexMatches, hmacKey, hmacSha256Into, md5Into, sha256Into, wordsToHex } from '../../src/protocol/digest';
+
+// The JavaScript digests against OpenSSL (node:crypto) on random inputs of every length
+// from 0 to 300 bytes (each padding case: 55/56/63/64 bytes into a block, two-block
+// tails) and a few long ones, with random keys of every length up to 64 bytes.
+
+const lengths = [...Array.from({ length: 301 }, (_, i) => i), 1000, 4095, 4096, 65537];
+
+t.test('SHA-256, MD5 and HMAC-SHA256 equal node:crypto', async (t) => {
+  const sha = new Int32Array(8);
+  const md = new Int32Array(4);
+  let failures = 0;
+  for (const len of lengths) {
+    const data = randomBytes(len);
+    sha256Into(data, len, sha);
+    if (wordsToHex(sha, true) !== createHash('sha256').update(data).digest('hex')) failures++, t.fail(`sha256 of ${len} bytes`);
+    md5Into(data, len, md);
+    if (wordsToHex(md, false) !== createHash('md5').update(data).digest('hex')) failures++, t.fail(`md5 of ${len} bytes`);
+    const key = randomBytes(len % 65);
+    hmacSha256Into(hmacKey(key), data, len, sha);
+    if (wordsToHex(sha, true) !== createHmac('sha256', key).update(data).digest('hex')) failures++, t.fail(`hmac of ${len} bytes, ${key.length}-byte key`);
+  }
+  t.equal(failures, 0, `${lengths.length} lengths × 3 digests`);
+});
+
+t.test('only the first `len` bytes are hashed', async (t) => {
+  const data = randomBytes(200);
+  const sha = new Int32Array(8);
+  sha256Into(data, 70, sha);
+  t.equal(wordsToHex(sha, true), createHash('sha256').update(data.subarray(0, 70)).digest('hex'));
+});
+
+t.test('hmacKey refuses a key longer than a block', async (t) => {
+  t.throws(() => hmacKey(new Uint8Array(65)), RangeError);
+});
+
+t.test('hexMatches: every byte and nibble position, both byte orders', async (t) => {
+  const words = new Int32Array(randomBytes(32).buffer.slice(0));
+  for (const bigEndian of [true, false]) {
+    const hex = wordsToHex(words, bigEndian);
+    t.ok(hexMatches(hex, words, bigEndian), 'itself');
+    t.ok(hexMatches(hex.toUpperCase(), words, bigEndian), 'uppercase');
+    t.notOk(hexMatches(hex, words, !bigEndian), 'the other byte order');
+    let missed = 0;
+    for (let i = 0; i < hex.length; i++) {
+      const flipped = hex.slice(0, i) + ((parseInt(hex[i], 16) ^ 1).toString(16)) + hex.slice(i + 1);
+      const notHex = hex.slice(0, i) + 'g' + hex.slice(i + 1);
+      const wide = hex.slice(0, i) + String.fromCharCode(0x130 + parseInt(hex[i], 16)) + hex.slice(i + 1);
+      if (hexMatches(flipped, words, bigEndian) || hexMatches(notHex, words, bigEndian) || hexMatches(wide, words, bigEndian)) missed++;
+    }
+    t.equal(missed, 0, 'a changed, non-hex or non-ASCII character anywhere is refused');
+    t.notOk(hexMatches(hex.slice(1), words, bigEndian), 'short');
+    t.notOk(hexMatches(hex + '0', words, bigEndian), 'long');
+  }
+});
