@@ -198,31 +198,37 @@ export function md5Into(data: Uint8Array, len: number, out: Int32Array): void {
   finish(out, data, full, len - full, len, false, md5Block);
 }
 
-/** Hex digit values by char code; -1: not a hex digit. */
-const HEX_VALUE = new Int8Array(128).fill(-1);
-for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
-for (let i = 0; i < 6; i++) HEX_VALUE[65 + i] = HEX_VALUE[97 + i] = 10 + i;
+const HEX_ONLY = /^[0-9A-Fa-f]*$/;
+/** The given hex decoded (digests are at most 32 bytes). */
+const given = Buffer.alloc(64);
 
-/** The value of the hex digit with char code `code`, or -1 (also for any code past ASCII). */
-function hexValue(code: number): number {
-  return HEX_VALUE[code & 0x7f] | ((127 - code) >> 31);
+/**
+ * Decodes `hex` into `given` when it is exactly `bytes` bytes of hex (either case).
+ * The regular expression looks at the characters (it stops at the first that is not a
+ * hex digit: that says nothing about the digest); Buffer's hex decoder alone would not do,
+ * as it reads only the low byte of each character and stops quietly at a bad pair. Both
+ * run as native code: reading the characters in JavaScript costs a megamorphic property
+ * load per character, as the strings given arrive in several representations.
+ */
+function decodeHex(hex: string, bytes: number): boolean {
+  if (hex.length !== 2 * bytes || bytes > given.length || !HEX_ONLY.test(hex)) return false;
+  return given.write(hex, 0, bytes, 'hex') === bytes;
 }
 
 /**
- * Whether `hex` (either case) spells the digest in `words` exactly, looking at every
- * character whatever differs (constant time for a given length). `bigEndian`: SHA-256's
- * byte order; MD5's is little-endian.
+ * Whether `hex` (either case) spells the digest in `words` exactly; the digest is compared
+ * in constant time. `bigEndian`: SHA-256's byte order; MD5's is little-endian.
  */
 export function hexMatches(hex: string, words: Int32Array, bigEndian: boolean): boolean {
-  if (hex.length !== 8 * words.length) return false;
+  if (!decodeHex(hex, 4 * words.length)) return false;
   let diff = 0;
   for (let i = 0; i < words.length; i++) {
     const w = words[i];
-    for (let j = 0; j < 4; j++) {
-      const byte = (bigEndian ? w >>> (24 - 8 * j) : w >>> (8 * j)) & 0xff;
-      const hi = hexValue(hex.charCodeAt(8 * i + 2 * j));
-      const lo = hexValue(hex.charCodeAt(8 * i + 2 * j + 1));
-      diff |= (((hi << 4) | lo) ^ byte) | ((hi | lo) & 0x100); // a -1 has bit 8 set
+    const p = 4 * i;
+    if (bigEndian) {
+      diff |= (given[p] ^ (w >>> 24)) | (given[p + 1] ^ ((w >>> 16) & 0xff)) | (given[p + 2] ^ ((w >>> 8) & 0xff)) | (given[p + 3] ^ (w & 0xff));
+    } else {
+      diff |= (given[p + 3] ^ (w >>> 24)) | (given[p + 2] ^ ((w >>> 16) & 0xff)) | (given[p + 1] ^ ((w >>> 8) & 0xff)) | (given[p] ^ (w & 0xff));
     }
   }
   return diff === 0;
@@ -230,13 +236,9 @@ export function hexMatches(hex: string, words: Int32Array, bigEndian: boolean): 
 
 /** hexMatches for a digest given as bytes. */
 export function hexMatchesBytes(hex: string, digest: Uint8Array): boolean {
-  if (hex.length !== 2 * digest.length) return false;
+  if (!decodeHex(hex, digest.length)) return false;
   let diff = 0;
-  for (let i = 0; i < digest.length; i++) {
-    const hi = hexValue(hex.charCodeAt(2 * i));
-    const lo = hexValue(hex.charCodeAt(2 * i + 1));
-    diff |= (((hi << 4) | lo) ^ digest[i]) | ((hi | lo) & 0x100);
-  }
+  for (let i = 0; i < digest.length; i++) diff |= given[i] ^ digest[i];
   return diff === 0;
 }
 
