@@ -32,7 +32,7 @@ function decodeChannel(app: AppConfig, raw: string): string | ApiResponse {
   return bad === null ? channel : jsonError(400, `invalid channel ${JSON.stringify(channel)}: ${bad}`);
 }
 
-export async function getChannels(deps: ApiDeps, app: AppConfig, params: Map<string, string>): Promise<ApiResponse> {
+export async function getChannels(deps: ApiDeps, app: AppConfig, params: ReadonlyMap<string, string>): Promise<ApiResponse> {
   const info = parseInfo(params.get('info'), ['user_count']);
   if (!(info instanceof Set)) return info;
   const prefix = params.get('filter_by_prefix') ?? '';
@@ -47,7 +47,7 @@ export async function getChannels(deps: ApiDeps, app: AppConfig, params: Map<str
   return { status: 200, body: { channels } };
 }
 
-export async function getChannel(deps: ApiDeps, app: AppConfig, rawName: string, params: Map<string, string>): Promise<ApiResponse> {
+export async function getChannel(deps: ApiDeps, app: AppConfig, rawName: string, params: ReadonlyMap<string, string>): Promise<ApiResponse> {
   const channel = decodeChannel(app, rawName);
   if (typeof channel !== 'string') return channel;
   const info = parseInfo(params.get('info'), ['subscription_count', 'user_count', 'cache']);

@@ -14,7 +14,7 @@ import { ipLimited, limitApp, limitIp } from './ratelimit';
 import { RateLimiterUnavailable } from '../ratelimit/types';
 import { captureRequest, jsonError, readBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
 
-type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: Map<string, string>) => MaybePromise<ApiResponse>;
+type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: ReadonlyMap<string, string>) => MaybePromise<ApiResponse>;
 
 function corsHeaders(cors: Config['cors'], origin: string | null): Record<string, string> {
   const h: Record<string, string> = {};

@@ -30,7 +30,8 @@ export interface SignedRequest {
 }
 
 export type ApiAuthResult =
-  | { ok: true; authKey: string; params: Map<string, string> }
+  /** `params`: the query's parameters other than auth_* and body_md5, keys lowercased. */
+  | { ok: true; authKey: string; params: ReadonlyMap<string, string> }
   | { ok: false; status: 401 | 400; error: string };
 
 /** auth_timestamp must be within this many seconds of server time, either way. */
@@ -44,6 +45,11 @@ function fail(error: string, status: 401 | 400 = 401): ApiAuthResult {
 
 /** METHOD\nPATH\nQUERY over params (keys already lowercased); auth_signature is left out. */
 export function apiStringToSign(method: string, path: string, params: ReadonlyMap<string, string>): string {
+  return method.toUpperCase() + '\n' + path + '\n' + signedQuery(params);
+}
+
+/** The QUERY part of the string to sign. */
+function signedQuery(params: ReadonlyMap<string, string>): string {
   const keys: string[] = [];
   let sorted = true;
   for (const k of params.keys()) {
@@ -51,10 +57,103 @@ export function apiStringToSign(method: string, path: string, params: ReadonlyMa
     if (keys.length > 0 && keys[keys.length - 1] > k) sorted = false;
     keys.push(k);
   }
-  if (!sorted) keys.sort(); // the SDKs send them sorted already
+  if (!sorted) keys.sort();
   let q = '';
   for (const k of keys) q += (q === '' ? '' : '&') + k + '=' + params.get(k)!;
-  return method.toUpperCase() + '\n' + path + '\n' + q;
+  return q;
+}
+
+/** What verifyApiRequest reads from the query. */
+interface QueryFields {
+  authKey: string | undefined;
+  signature: string | undefined;
+  timestamp: string | undefined;
+  version: string | undefined;
+  bodyMd5: string | undefined;
+  /** The QUERY part of the string to sign. */
+  signed: string;
+  /** The other parameters. */
+  rest: ReadonlyMap<string, string>;
+}
+
+const NO_PARAMS: ReadonlyMap<string, string> = new Map();
+
+/**
+ * The query in the layout every SDK sends: keys lowercase, sorted, each once, with '=',
+ * nothing percent-encoded, auth_signature last. The string to sign's QUERY is then the
+ * query up to "&auth_signature=" as it came, and the auth fields are read off it without
+ * building a map (docs/performance.md). Null for any other layout: the general parse
+ * (fromPairs) handles it, duplicates and their error message included.
+ */
+function sdkLayout(q: string): QueryFields | null {
+  if (q.indexOf('%') !== -1 || q.indexOf('+') !== -1) return null;
+  let authKey: string | undefined, timestamp: string | undefined, version: string | undefined, bodyMd5: string | undefined;
+  let rest: Map<string, string> | null = null;
+  let prev = '';
+  let start = 0;
+  for (;;) {
+    const amp = q.indexOf('&', start);
+    const end = amp === -1 ? q.length : amp;
+    const eq = q.indexOf('=', start);
+    if (eq <= start || eq >= end) return null; // an empty key, or a pair without '='
+    const len = eq - start;
+    if (len === 14 && q.startsWith('auth_signature', start)) {
+      if (amp !== -1) return null;
+      const signed = start === 0 ? '' : q.slice(0, start - 1);
+      return { authKey, signature: q.slice(eq + 1), timestamp, version, bodyMd5, signed, rest: rest ?? NO_PARAMS };
+    }
+    let key: string;
+    const value = q.slice(eq + 1, end);
+    if (len === 8 && q.startsWith('auth_key', start)) {
+      key = 'auth_key';
+      authKey = value;
+    } else if (len === 14 && q.startsWith('auth_timestamp', start)) {
+      key = 'auth_timestamp';
+      timestamp = value;
+    } else if (len === 12 && q.startsWith('auth_version', start)) {
+      key = 'auth_version';
+      version = value;
+    } else if (len === 8 && q.startsWith('body_md5', start)) {
+      key = 'body_md5';
+      bodyMd5 = value;
+    } else {
+      key = q.slice(start, eq);
+      if (key !== key.toLowerCase()) return null;
+      (rest ??= new Map()).set(key, value);
+    }
+    if (key <= prev) return null; // out of order, or a repeat
+    prev = key;
+    if (amp === -1) return null; // no auth_signature last (e.g. the Authorization header form)
+    start = amp + 1;
+  }
+}
+
+/** Any layout: every pair decoded as URLSearchParams does, keys lowercased; a repeat is an error. */
+function fromPairs(query: string): QueryFields | { duplicate: string } {
+  const params = new Map<string, string>();
+  let duplicate: string | null = null;
+  forEachQueryPair(query, (k, v) => {
+    const key = k.toLowerCase();
+    if (params.has(key)) {
+      duplicate = key;
+      return false;
+    }
+    params.set(key, v);
+    return true;
+  });
+  if (duplicate !== null) return { duplicate };
+  const fields: QueryFields = {
+    authKey: params.get('auth_key'),
+    signature: params.get('auth_signature'),
+    timestamp: params.get('auth_timestamp'),
+    version: params.get('auth_version'),
+    bodyMd5: params.get('body_md5'),
+    signed: signedQuery(params),
+    rest: params,
+  };
+  params.delete('auth_signature');
+  for (const k of RESERVED) params.delete(k);
+  return fields;
 }
 
 /** Parses `<key>:<signature>` (optionally with surrounding spaces); null if not that form. */
@@ -98,21 +197,10 @@ export function forEachQueryPair(query: string, fn: (key: string, value: string)
 }
 
 export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: string) => string | null): ApiAuthResult {
-  const params = new Map<string, string>();
-  let duplicate: string | null = null;
-  forEachQueryPair(req.query, (k, v) => {
-    const key = k.toLowerCase();
-    if (params.has(key)) {
-      duplicate = key;
-      return false;
-    }
-    params.set(key, v);
-    return true;
-  });
-  if (duplicate !== null) return fail(`Duplicate query parameter '${duplicate}'`, 400);
+  const parsed = sdkLayout(req.query) ?? fromPairs(req.query);
+  if ('duplicate' in parsed) return fail(`Duplicate query parameter '${parsed.duplicate}'`, 400);
 
-  let authKey = params.get('auth_key');
-  let signature = params.get('auth_signature');
+  let { authKey, signature } = parsed;
   if (signature === undefined && req.authorization !== null && req.authorization !== '') {
     const h = parseAuthorizationHeader(req.authorization);
     if (h === null) return fail('Malformed Authorization header: expected "<key>:<signature>"');
@@ -123,9 +211,9 @@ export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: str
   if (authKey === undefined || authKey === '') return fail('Missing auth_key');
   if (signature === undefined || signature === '') return fail('Missing auth_signature');
 
-  const ts = params.get('auth_timestamp');
+  const ts = parsed.timestamp;
   if (ts === undefined || ts === '') return fail('Missing auth_timestamp');
-  const version = params.get('auth_version');
+  const version = parsed.version;
   if (version === undefined || version === '') return fail('Missing auth_version');
   if (version !== '1.0') return fail(`Unsupported auth_version '${version}': must be 1.0`);
   if (!/^\d{1,15}$/.test(ts)) return fail(`Invalid auth_timestamp '${ts}': must be a Unix time in seconds`);
@@ -138,18 +226,19 @@ export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: str
   const secret = lookupSecret(authKey);
   if (secret === null) return fail('Unknown auth_key');
 
-  const bodyMd5 = params.get('body_md5');
+  const bodyMd5 = parsed.bodyMd5;
   if (bodyMd5 === undefined) {
     if (req.body.length > 0) return fail('Missing body_md5: required when the request has a body');
   } else if (!md5Matches(req.body, bodyMd5)) {
     return fail('body_md5 does not match the body');
   }
 
-  const toSign = apiStringToSign(req.method, req.path, params);
-  if (hmacSha256Matches(secret, toSign, signature)) return { ok: true, authKey, params };
+  const method = req.method.toUpperCase();
+  const toSign = method + '\n' + req.path + '\n' + parsed.signed;
+  if (hmacSha256Matches(secret, toSign, signature)) return { ok: true, authKey, params: parsed.rest };
   const alt = decodedPath(req.path);
-  if (alt !== null && hmacSha256Matches(secret, apiStringToSign(req.method, alt, params), signature)) {
-    return { ok: true, authKey, params };
+  if (alt !== null && hmacSha256Matches(secret, method + '\n' + alt + '\n' + parsed.signed, signature)) {
+    return { ok: true, authKey, params: parsed.rest };
   }
   return fail(`Invalid signature: expected HMAC-SHA256 hex of the string to sign ${JSON.stringify(toSign)}`);
 }

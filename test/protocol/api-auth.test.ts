@@ -32,7 +32,7 @@ t.test('worked example from the Pusher REST API docs', async (t) => {
   t.ok(r.ok);
   if (r.ok) {
     t.equal(r.authKey, KEY);
-    t.equal(r.params.get('body_md5'), 'ec365a775a4cd0599faeb73354201b6f');
+    t.equal(r.params.size, 0, 'params: only the non-auth parameters');
   }
   t.equal(signApiQuery(KEY, SECRET, 'POST', '/apps/3/events', {}, BODY, NOW), q, 'signApiQuery reproduces it');
   t.ok(verifyApiRequest(req({ query: q, method: 'post' }), lookup).ok, 'method is upper-cased');
@@ -164,7 +164,8 @@ t.test('values with special characters are signed decoded; keys lowercased and s
   const sts = 'GET\n/apps/3/channels\nauth_key=' + KEY + '&auth_timestamp=' + NOW + '&auth_version=1.0'
     + '&filter_by_prefix=presence-a b&c=d+e/é#f%&info=user_count,subscription_count';
   t.equal(new URLSearchParams(q).get('auth_signature'), hmacSha256Hex(SECRET, sts));
-  t.equal(apiStringToSign('get', '/apps/3/channels', r.ok ? r.params : new Map()), sts);
+  t.equal(apiStringToSign('get', '/apps/3/channels', new URLSearchParams(q) as unknown as Map<string, string>), sts);
+  t.same(r.ok ? [...r.params.keys()] : [], ['filter_by_prefix', 'info'], 'params: only the non-auth parameters');
   // upper-case keys on the wire are lowercased before signing
   const upperKeys = q.replace('auth_version=', 'AUTH_VERSION=');
   t.ok(verifyApiRequest(req({ method: 'GET', path: '/apps/3/channels', query: upperKeys, body: Buffer.alloc(0) }), lookup).ok);
@@ -240,4 +241,47 @@ t.test('forEachQueryPair gives exactly what URLSearchParams gives', async (t) =>
     }
   }
   t.equal(mismatches, 0, `${fixed.length + random.length} queries, none differ`);
+});
+
+/**
+ * The SDK layout is read straight off the query (api-auth.ts sdkLayout); every other
+ * layout goes through the general parse. Both must decide alike: the same request signed
+ * the same way, in many layouts, is accepted in each, with the same params; spoiled in
+ * one place, refused in each.
+ */
+t.test('every query layout decides alike: SDK layout or not', async (t) => {
+  let seed = 777;
+  const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n; };
+  const extras: Record<string, string>[] = [{}, { info: 'user_count' }, { filter_by_prefix: 'presence-', info: 'subscription_count,user_count' }, { a: '1', zz: 'x y' }];
+  let checked = 0;
+  for (let i = 0; i < 400; i++) {
+    const extra = extras[rnd(extras.length)];
+    const body = rnd(3) === 0 ? '' : BODY;
+    const signed = new URLSearchParams(signApiQuery(KEY, SECRET, 'POST', '/apps/3/events', extra, body, NOW));
+    let pairs = [...signed];
+    const layout = rnd(6);
+    if (layout === 1) pairs = pairs.reverse(); // unsorted, signature first
+    if (layout === 2) pairs = pairs.map(([k, v]) => [k === 'auth_version' ? 'AUTH_VERSION' : k, v]); // a key in capitals
+    if (layout === 3) pairs.splice(1, 0, pairs.splice(pairs.length - 1, 1)[0]); // signature in the middle
+    const enc = layout === 4; // every character percent-encoded where URLSearchParams would
+    const query = enc ? new URLSearchParams(pairs).toString() : pairs.map(([k, v]) => k + '=' + v).join('&');
+    const r = verifyApiRequest(req({ query, body: Buffer.from(body) }), lookup);
+    if (!r.ok || [...r.params].join() !== Object.entries(extra).sort().join()) t.fail(`layout ${layout}: ${query}: ${r.ok ? [...r.params].join() : r.error}`);
+    // spoiled: one character of a value changed, a pair repeated, or a pair dropped
+    const spoil = rnd(3);
+    let bad = query;
+    if (spoil === 0) bad = query.replace(/auth_timestamp=(\d)/, (_, d: string) => 'auth_timestamp=' + ((Number(d) + 1) % 10));
+    if (spoil === 1) bad = query + '&auth_key=' + KEY;
+    if (spoil === 2) bad = query.replace(/&?auth_version=1\.0/i, '');
+    const rb = verifyApiRequest(req({ query: bad, body: Buffer.from(body) }), lookup);
+    if (rb.ok) t.fail(`spoiled (${spoil}) still accepted: ${bad}`);
+    checked++;
+  }
+  t.equal(checked, 400);
+  // the SDK layout's own edge cases
+  const q = signApiQuery(KEY, SECRET, 'POST', '/apps/3/events', {}, BODY, NOW);
+  expectFail(t, verifyApiRequest(req({ query: q.replace('auth_key=', 'auth_key=' + KEY + '&auth_key=') }), lookup), 400, /^Duplicate query parameter 'auth_key'$/);
+  expectFail(t, verifyApiRequest(req({ query: q + '&x' }), lookup), 401, /^Invalid signature/);
+  t.ok(verifyApiRequest(req({ query: q.replace('&auth_signature=', '&&auth_signature=') }), lookup).ok, 'an empty pair is skipped, as URLSearchParams does');
+  t.ok(verifyApiRequest(req({ query: q.replace(/auth_signature=([0-9a-f]+)/, (_, h: string) => 'auth_signature=' + h.toUpperCase()) }), lookup).ok);
 });
