@@ -17,6 +17,7 @@
  * - body_md5, when present, must match even for an empty body; required when non-empty.
  * - Error messages may show the string to sign (Pusher does); never the secret.
  */
+import { verifySdkLayout } from './api-auth-fast';
 import { hmacSha256Hex, hmacSha256Matches, md5Hex, md5Matches } from './hmac';
 
 export interface SignedRequest {
@@ -74,58 +75,6 @@ interface QueryFields {
   signed: string;
   /** The other parameters. */
   rest: ReadonlyMap<string, string>;
-}
-
-const NO_PARAMS: ReadonlyMap<string, string> = new Map();
-
-/**
- * The query in the layout every SDK sends: keys lowercase, sorted, each once, with '=',
- * nothing percent-encoded, auth_signature last. The string to sign's QUERY is then the
- * query up to "&auth_signature=" as it came, and the auth fields are read off it without
- * building a map (docs/performance.md). Null for any other layout: the general parse
- * (fromPairs) handles it, duplicates and their error message included.
- */
-function sdkLayout(q: string): QueryFields | null {
-  if (q.indexOf('%') !== -1 || q.indexOf('+') !== -1) return null;
-  let authKey: string | undefined, timestamp: string | undefined, version: string | undefined, bodyMd5: string | undefined;
-  let rest: Map<string, string> | null = null;
-  let prev = '';
-  let start = 0;
-  for (;;) {
-    const amp = q.indexOf('&', start);
-    const end = amp === -1 ? q.length : amp;
-    const eq = q.indexOf('=', start);
-    if (eq <= start || eq >= end) return null; // an empty key, or a pair without '='
-    const len = eq - start;
-    if (len === 14 && q.startsWith('auth_signature', start)) {
-      if (amp !== -1) return null;
-      const signed = start === 0 ? '' : q.slice(0, start - 1);
-      return { authKey, signature: q.slice(eq + 1), timestamp, version, bodyMd5, signed, rest: rest ?? NO_PARAMS };
-    }
-    let key: string;
-    const value = q.slice(eq + 1, end);
-    if (len === 8 && q.startsWith('auth_key', start)) {
-      key = 'auth_key';
-      authKey = value;
-    } else if (len === 14 && q.startsWith('auth_timestamp', start)) {
-      key = 'auth_timestamp';
-      timestamp = value;
-    } else if (len === 12 && q.startsWith('auth_version', start)) {
-      key = 'auth_version';
-      version = value;
-    } else if (len === 8 && q.startsWith('body_md5', start)) {
-      key = 'body_md5';
-      bodyMd5 = value;
-    } else {
-      key = q.slice(start, eq);
-      if (key !== key.toLowerCase()) return null;
-      (rest ??= new Map()).set(key, value);
-    }
-    if (key <= prev) return null; // out of order, or a repeat
-    prev = key;
-    if (amp === -1) return null; // no auth_signature last (e.g. the Authorization header form)
-    start = amp + 1;
-  }
 }
 
 /** Any layout: every pair decoded as URLSearchParams does, keys lowercased; a repeat is an error. */
@@ -197,7 +146,15 @@ export function forEachQueryPair(query: string, fn: (key: string, value: string)
 }
 
 export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: string) => string | null): ApiAuthResult {
-  const parsed = sdkLayout(req.query) ?? fromPairs(req.query);
+  // The SDKs' layout, on bytes (api-auth-fast.ts); anything it does not accept is decided here.
+  const fast = verifySdkLayout(req.method, req.path, req.query, req.body, req.nowSeconds, TIMESTAMP_TOLERANCE_S, lookupSecret);
+  if (fast !== null) return { ok: true, authKey: fast.authKey, params: fast.params };
+  return verifyAnyLayout(req, lookupSecret);
+}
+
+/** verifyApiRequest without the SDK-layout shortcut: any layout, and every error's wording. */
+export function verifyAnyLayout(req: SignedRequest, lookupSecret: (authKey: string) => string | null): ApiAuthResult {
+  const parsed = fromPairs(req.query);
   if ('duplicate' in parsed) return fail(`Duplicate query parameter '${parsed.duplicate}'`, 400);
 
   let { authKey, signature } = parsed;

@@ -242,6 +242,31 @@ export function hexMatchesBytes(hex: string, digest: Uint8Array): boolean {
   return diff === 0;
 }
 
+/** Hex digit values by byte; -1: not a hex digit (all bytes past ASCII too). */
+const HEX_VALUE = new Int8Array(256).fill(-1);
+for (let i = 0; i < 10; i++) HEX_VALUE[48 + i] = i;
+for (let i = 0; i < 6; i++) HEX_VALUE[65 + i] = HEX_VALUE[97 + i] = 10 + i;
+
+/**
+ * hexMatches for hex given as bytes: src[off, off+len) (ASCII hex digits, either case).
+ * Every byte is looked at whatever differs (constant time for a given length).
+ */
+export function hexBytesMatch(src: Uint8Array, off: number, len: number, words: Int32Array, bigEndian: boolean): boolean {
+  if (len !== 8 * words.length || off + len > src.length) return false;
+  let diff = 0;
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i];
+    for (let j = 0; j < 4; j++) {
+      const byte = (bigEndian ? w >>> (24 - 8 * j) : w >>> (8 * j)) & 0xff;
+      const p = off + 8 * i + 2 * j;
+      const hi = HEX_VALUE[src[p]];
+      const lo = HEX_VALUE[src[p + 1]];
+      diff |= (((hi << 4) | lo) ^ byte) | ((hi | lo) & 0x100); // a -1 has bit 8 set
+    }
+  }
+  return diff === 0;
+}
+
 const HEX_BYTE: string[] = [];
 for (let i = 0; i < 256; i++) HEX_BYTE.push((i < 16 ? '0' : '') + i.toString(16));
 

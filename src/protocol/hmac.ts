@@ -3,7 +3,7 @@
  * Verified against Pusher's published vectors and the `pusher` SDK in test/protocol/hmac.test.ts.
  */
 import crypto, { createHash } from 'node:crypto';
-import { hexMatches, hexMatchesBytes, hmacKey, hmacSha256Into, md5Into, wordsToHex, type HmacKey } from './digest';
+import { hexBytesMatch, hexMatches, hexMatchesBytes, hmacKey, hmacSha256Into, md5Into, wordsToHex, type HmacKey } from './digest';
 
 /**
  * One-shot digests (crypto.hash, Node ≥ 20.12) allocate no Hash object; older Node 20
@@ -23,8 +23,8 @@ const oneShot: OneShot = typeof (crypto as { hash?: unknown }).hash === 'functio
  * digest; past them OpenSSL's per-byte speed wins (SHA-256 uses the CPU's SHA
  * instructions). Measured on this project's bench machine: docs/performance.md.
  */
-const JS_HMAC_MAX = 256;
-const JS_MD5_MAX = 512;
+export const JS_HMAC_MAX = 256;
+export const JS_MD5_MAX = 512;
 
 /**
  * HMAC-SHA256 = H((K ⊕ opad) ‖ H((K ⊕ ipad) ‖ m)) (RFC 2104). Per secret, prepared once:
@@ -87,6 +87,23 @@ export function hmacSha256Hex(secret: string, data: string): string {
 export function hmacSha256Matches(secret: string, data: string, hex: string): boolean {
   const long = hmac(secret, data);
   return long === null ? hexMatches(hex, sha, true) : hexEquals(hex, long);
+}
+
+/**
+ * For inputs already in bytes (api-auth-fast.ts): whether the ASCII hex at hex[off,
+ * off+hexLen) is the HMAC-SHA256 of data[0, len). Only for len ≤ JS_HMAC_MAX.
+ */
+export function hmacSha256BytesMatch(secret: string, data: Uint8Array, len: number, hex: Uint8Array, off: number, hexLen: number): boolean {
+  if (len > JS_HMAC_MAX) throw new RangeError(`hmacSha256BytesMatch: ${len} bytes, more than ${JS_HMAC_MAX}`);
+  hmacSha256Into(prepare(secret).key, data, len, sha);
+  return hexBytesMatch(hex, off, hexLen, sha, true);
+}
+
+/** Whether the ASCII hex at hex[off, off+hexLen) is the MD5 of `data` (at most JS_MD5_MAX bytes). */
+export function md5BytesMatch(data: Uint8Array, hex: Uint8Array, off: number, hexLen: number): boolean {
+  if (data.length > JS_MD5_MAX) throw new RangeError(`md5BytesMatch: ${data.length} bytes, more than ${JS_MD5_MAX}`);
+  md5Into(data, data.length, md);
+  return hexBytesMatch(hex, off, hexLen, md, false);
 }
 
 export function md5Hex(data: string | Buffer): string {

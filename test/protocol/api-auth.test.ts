@@ -2,7 +2,8 @@ import t, { type Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Pusher from 'pusher';
-import { apiStringToSign, forEachQueryPair, signApiQuery, verifyApiRequest, type SignedRequest } from '../../src/protocol/api-auth';
+import { apiStringToSign, forEachQueryPair, signApiQuery, TIMESTAMP_TOLERANCE_S, verifyAnyLayout, verifyApiRequest, type SignedRequest } from '../../src/protocol/api-auth';
+import { verifySdkLayout } from '../../src/protocol/api-auth-fast';
 import { hmacSha256Hex, md5Hex } from '../../src/protocol/hmac';
 
 const KEY = '278d425bdf160c739803';
@@ -243,18 +244,37 @@ t.test('forEachQueryPair gives exactly what URLSearchParams gives', async (t) =>
   t.equal(mismatches, 0, `${fixed.length + random.length} queries, none differ`);
 });
 
+/** The SDK-layout shortcut alone (api-auth-fast.ts): null when it leaves the decision to the general check. */
+function fastOnly(r: SignedRequest) {
+  return verifySdkLayout(r.method, r.path, r.query, r.body, r.nowSeconds, TIMESTAMP_TOLERANCE_S, lookup);
+}
+
 /**
- * The SDK layout is read straight off the query (api-auth.ts sdkLayout); every other
- * layout goes through the general parse. Both must decide alike: the same request signed
- * the same way, in many layouts, is accepted in each, with the same params; spoiled in
- * one place, refused in each.
+ * The SDK layout is checked on bytes by a shortcut (api-auth-fast.ts); every other
+ * layout, and every refusal, by the general check. The shortcut must take the SDK layout
+ * and never accept what the general check refuses: the same request signed the same way,
+ * in many layouts, is accepted in each with the same params; spoiled, refused in each.
  */
-t.test('every query layout decides alike: SDK layout or not', async (t) => {
+t.test('every query layout decides alike: SDK-layout shortcut or general check', async (t) => {
   let seed = 777;
   const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n; };
-  const extras: Record<string, string>[] = [{}, { info: 'user_count' }, { filter_by_prefix: 'presence-', info: 'subscription_count,user_count' }, { a: '1', zz: 'x y' }];
-  let checked = 0;
-  for (let i = 0; i < 400; i++) {
+  const extras: Record<string, string>[] = [{}, { info: 'user_count' }, { filter_by_prefix: 'presence-', info: 'subscription_count,user_count' }, { a: '1', zz: 'x y' }, { b: 'é' }];
+  const spoilers: ((q: string) => string)[] = [
+    (q) => q.replace(/auth_timestamp=(\d)/, (_, d: string) => 'auth_timestamp=' + ((Number(d) + 1) % 10)),
+    (q) => q + '&auth_key=' + KEY,
+    (q) => q.replace(/&?auth_version=1\.0/i, ''),
+    (q) => q.replace(/auth_version=1\.0/i, 'auth_version=1.1'),
+    (q) => q.replace(/auth_signature=([0-9a-f])/, (_, h: string) => 'auth_signature=' + (h === '0' ? '1' : '0')),
+    (q) => q.replace(/body_md5=([0-9a-f])/, (_, h: string) => 'body_md5=' + (h === '0' ? '1' : '0')),
+    (q) => q.replace(/auth_key=[^&]*/i, 'auth_key=unknown'),
+    (q) => q.replace(/auth_timestamp=\d+/i, 'auth_timestamp=' + (NOW - TIMESTAMP_TOLERANCE_S - 1)),
+    (q) => q.replace(/auth_signature=[0-9a-f]+/, (m) => m.slice(0, -1)),
+    (q) => q.replace(/auth_signature=[0-9a-f]+/, (m) => m.slice(0, -1) + 'g'),
+  ];
+  let fastTaken = 0;
+  let failures = 0;
+  const N = 600;
+  for (let i = 0; i < N; i++) {
     const extra = extras[rnd(extras.length)];
     const body = rnd(3) === 0 ? '' : BODY;
     const signed = new URLSearchParams(signApiQuery(KEY, SECRET, 'POST', '/apps/3/events', extra, body, NOW));
@@ -263,25 +283,46 @@ t.test('every query layout decides alike: SDK layout or not', async (t) => {
     if (layout === 1) pairs = pairs.reverse(); // unsorted, signature first
     if (layout === 2) pairs = pairs.map(([k, v]) => [k === 'auth_version' ? 'AUTH_VERSION' : k, v]); // a key in capitals
     if (layout === 3) pairs.splice(1, 0, pairs.splice(pairs.length - 1, 1)[0]); // signature in the middle
-    const enc = layout === 4; // every character percent-encoded where URLSearchParams would
-    const query = enc ? new URLSearchParams(pairs).toString() : pairs.map(([k, v]) => k + '=' + v).join('&');
-    const r = verifyApiRequest(req({ query, body: Buffer.from(body) }), lookup);
-    if (!r.ok || [...r.params].join() !== Object.entries(extra).sort().join()) t.fail(`layout ${layout}: ${query}: ${r.ok ? [...r.params].join() : r.error}`);
-    // spoiled: one character of a value changed, a pair repeated, or a pair dropped
-    const spoil = rnd(3);
-    let bad = query;
-    if (spoil === 0) bad = query.replace(/auth_timestamp=(\d)/, (_, d: string) => 'auth_timestamp=' + ((Number(d) + 1) % 10));
-    if (spoil === 1) bad = query + '&auth_key=' + KEY;
-    if (spoil === 2) bad = query.replace(/&?auth_version=1\.0/i, '');
-    const rb = verifyApiRequest(req({ query: bad, body: Buffer.from(body) }), lookup);
-    if (rb.ok) t.fail(`spoiled (${spoil}) still accepted: ${bad}`);
-    checked++;
+    const encoded = layout === 4; // percent-encoded where URLSearchParams would
+    const query = encoded ? new URLSearchParams(pairs).toString() : pairs.map(([k, v]) => k + '=' + v).join('&');
+    const request = req({ query, body: Buffer.from(body) });
+    const r = verifyApiRequest(request, lookup);
+    const general = verifyAnyLayout(request, lookup);
+    const fast = fastOnly(request);
+    if (fast !== null) fastTaken++;
+    const want = Object.entries(extra).sort().join();
+    if (!r.ok || !general.ok || [...r.params].sort().join() !== want || [...general.params].sort().join() !== want) {
+      failures++;
+      t.fail(`layout ${layout}: ${query}: ${r.ok ? [...r.params].join() : r.error}`);
+    }
+    if ((layout === 0 || layout === 5) && !/[^\x00-\x7f]/.test(query) && fast === null) failures++, t.fail(`SDK layout not taken by the shortcut: ${query}`);
+    const bad = spoilers[rnd(spoilers.length)](query);
+    if (bad === query) continue;
+    const spoiled = req({ query: bad, body: Buffer.from(body) });
+    const rb = verifyApiRequest(spoiled, lookup);
+    if (rb.ok || fastOnly(spoiled) !== null) failures++, t.fail(`spoiled still accepted: ${bad}`);
+    const gb = verifyAnyLayout(spoiled, lookup);
+    if (!rb.ok && !gb.ok && rb.error !== gb.error) failures++, t.fail(`different wording: ${rb.error} / ${gb.error}`);
   }
-  t.equal(checked, 400);
-  // the SDK layout's own edge cases
+  t.equal(failures, 0, `${N} requests`);
+  t.ok(fastTaken > N / 4, `the shortcut decided ${fastTaken} of ${N}`);
+
+  // the shortcut's own edge cases
   const q = signApiQuery(KEY, SECRET, 'POST', '/apps/3/events', {}, BODY, NOW);
+  t.ok(fastOnly(req({ query: q })), 'the SDK layout');
+  t.ok(fastOnly(req({ query: q, method: 'post' })), 'method in lower case');
+  t.equal(fastOnly(req({ query: q.replace('auth_key=', 'auth_key=' + KEY + '&auth_key=') })), null, 'a repeated key');
   expectFail(t, verifyApiRequest(req({ query: q.replace('auth_key=', 'auth_key=' + KEY + '&auth_key=') }), lookup), 400, /^Duplicate query parameter 'auth_key'$/);
+  t.equal(fastOnly(req({ query: q + '&x' })), null, 'a pair after the signature');
   expectFail(t, verifyApiRequest(req({ query: q + '&x' }), lookup), 401, /^Invalid signature/);
+  t.equal(fastOnly(req({ query: q.replace('&auth_signature=', '&&auth_signature=') })), null, 'an empty pair');
   t.ok(verifyApiRequest(req({ query: q.replace('&auth_signature=', '&&auth_signature=') }), lookup).ok, 'an empty pair is skipped, as URLSearchParams does');
-  t.ok(verifyApiRequest(req({ query: q.replace(/auth_signature=([0-9a-f]+)/, (_, h: string) => 'auth_signature=' + h.toUpperCase()) }), lookup).ok);
+  t.ok(fastOnly(req({ query: q.replace(/auth_signature=([0-9a-f]+)/, (_, h: string) => 'auth_signature=' + h.toUpperCase()) })), 'signature in capitals');
+  t.equal(fastOnly(req({ query: q, body: Buffer.from(BODY + ' ') })), null, 'body changed');
+  t.equal(fastOnly(req({ query: q, body: Buffer.alloc(0) })), null, 'body dropped');
+  t.equal(fastOnly(req({ query: q, path: '/apps/3/event' })), null, 'another path');
+  const long = signApiQuery(KEY, SECRET, 'GET', '/apps/3/channels', { filter_by_prefix: 'p'.repeat(300) }, '', NOW);
+  const longReq = req({ method: 'GET', path: '/apps/3/channels', query: long, body: Buffer.alloc(0) });
+  t.equal(fastOnly(longReq), null, 'a string to sign longer than the JavaScript HMAC takes');
+  t.ok(verifyApiRequest(longReq, lookup).ok, 'which the general check accepts');
 });

@@ -1,0 +1,138 @@
+/**
+ * The signed-request check for the query layout every Pusher SDK sends, done on bytes:
+ *
+ *   auth_key=K&auth_timestamp=T&auth_version=1.0[&body_md5=M][&other=v...]&auth_signature=S
+ *
+ * keys lowercase, sorted, each once, nothing percent-encoded, auth_signature last. The
+ * string to sign is then METHOD\nPATH\n followed by the query up to "&auth_signature" as
+ * it came. So METHOD\nPATH\n and the query are written once into one buffer; the query's
+ * fields are read from those bytes, the HMAC runs over a prefix of them, and both digests
+ * are compared with the hex where it lies. No string is sliced or built per parameter
+ * (each cost a megamorphic property load or two; docs/performance.md has the numbers).
+ *
+ * An accelerator, not a second rule set: it answers "valid, signed with this key" or null
+ * ("not decided here"), and on null the general check (api-auth.ts) decides and words the
+ * error. It declines anything unusual — another layout, a bad or missing field, a long
+ * input, a signature that does not match — and must never accept a request the general
+ * check refuses (test/protocol/api-auth.test.ts compares both on many layouts).
+ */
+import { hmacSha256BytesMatch, JS_HMAC_MAX, JS_MD5_MAX, md5BytesMatch } from './hmac';
+
+export interface FastVerified {
+  authKey: string;
+  /** The parameters other than auth_* and body_md5. */
+  params: ReadonlyMap<string, string>;
+}
+
+const NO_PARAMS: ReadonlyMap<string, string> = new Map();
+/** METHOD\nPATH\nQUERY as UTF-8 (one request at a time per thread). */
+let buf = Buffer.allocUnsafe(1024);
+/** Longest METHOD\nPATH\nQUERY taken here, in UTF-16 code units (≤ 3 bytes each). */
+const MAX_CHARS = 4096;
+
+const AMP = 0x26;
+const EQ = 0x3d;
+const PERCENT = 0x25;
+const PLUS = 0x2b;
+const key = (s: string) => Buffer.from(s, 'latin1');
+const AUTH_KEY = key('auth_key');
+const AUTH_TIMESTAMP = key('auth_timestamp');
+const AUTH_VERSION = key('auth_version');
+const AUTH_SIGNATURE = key('auth_signature');
+const BODY_MD5 = key('body_md5');
+
+/** Whether buf[at, at+len) spells `name`. */
+function is(at: number, len: number, name: Buffer): boolean {
+  if (len !== name.length) return false;
+  for (let i = 0; i < len; i++) if (buf[at + i] !== name[i]) return false;
+  return true;
+}
+
+/** Byte order of buf[a, a+aLen) against buf[b, b+bLen): <0, 0, >0 (code-unit order for ASCII). */
+function compare(a: number, aLen: number, b: number, bLen: number): number {
+  const n = Math.min(aLen, bLen);
+  for (let i = 0; i < n; i++) {
+    const d = buf[a + i] - buf[b + i];
+    if (d !== 0) return d;
+  }
+  return aLen - bLen;
+}
+
+/** The number spelled by 1 to 15 ASCII digits at buf[at, at+len), or -1. */
+function digits(at: number, len: number): number {
+  if (len < 1 || len > 15) return -1;
+  let v = 0;
+  for (let i = at; i < at + len; i++) {
+    const d = buf[i] - 0x30;
+    if (d < 0 || d > 9) return -1;
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+export function verifySdkLayout(
+  method: string, path: string, query: string, body: Buffer, nowSeconds: number, toleranceS: number,
+  lookupSecret: (authKey: string) => string | null,
+): FastVerified | null {
+  if (body.length > JS_MD5_MAX || method.length + path.length + query.length + 2 > MAX_CHARS) return null;
+  const need = 3 * (method.length + path.length + query.length + 2);
+  if (need > buf.length) buf = Buffer.allocUnsafe(need);
+  const qStart = buf.write(method.toUpperCase() + '\n' + path + '\n', 0, 'utf8');
+  const end = qStart + buf.write(query, qStart, 'utf8');
+
+  let keyAt = -1, keyLen = 0, tsAt = -1, tsLen = 0, versionAt = -1, versionLen = 0, md5At = -1, md5Len = 0;
+  let rest: Map<string, string> | null = null;
+  let prevAt = -1, prevLen = 0;
+  let at = qStart;
+  for (;;) {
+    let eq = -1;
+    let i = at;
+    for (; i < end; i++) {
+      const c = buf[i];
+      if (c === AMP) break;
+      if (c >= 0x80 || c === PERCENT || c === PLUS) return null;
+      if (eq === -1) {
+        if (c === EQ) eq = i;
+        else if (c >= 0x41 && c <= 0x5a) return null; // a capital in a key: lowercased by the general check
+      }
+    }
+    if (eq <= at) return null; // no '=', or an empty key
+    const len = eq - at;
+    const valueAt = eq + 1;
+    const valueLen = i - valueAt;
+    if (is(at, len, AUTH_SIGNATURE)) {
+      if (i !== end || valueLen === 0) return null;
+      const signedLen = at === qStart ? qStart : at - 1; // up to the '&' before it
+      if (signedLen > JS_HMAC_MAX || keyAt === -1 || keyLen === 0 || tsAt === -1 || versionAt === -1) return null;
+      const ts = digits(tsAt, tsLen);
+      if (ts === -1 || Math.abs(nowSeconds - ts) > toleranceS) return null;
+      if (versionLen !== 3 || buf[versionAt] !== 0x31 || buf[versionAt + 1] !== 0x2e || buf[versionAt + 2] !== 0x30) return null; // "1.0"
+      const authKey = buf.toString('latin1', keyAt, keyAt + keyLen);
+      const secret = lookupSecret(authKey);
+      if (secret === null) return null;
+      if (md5At === -1 ? body.length > 0 : !md5BytesMatch(body, buf, md5At, md5Len)) return null;
+      if (!hmacSha256BytesMatch(secret, buf, signedLen, buf, valueAt, valueLen)) return null;
+      return { authKey, params: rest ?? NO_PARAMS };
+    }
+    if (prevAt !== -1 && compare(prevAt, prevLen, at, len) >= 0) return null; // out of order, or a repeat
+    prevAt = at;
+    prevLen = len;
+    if (is(at, len, AUTH_KEY)) {
+      keyAt = valueAt;
+      keyLen = valueLen;
+    } else if (is(at, len, AUTH_TIMESTAMP)) {
+      tsAt = valueAt;
+      tsLen = valueLen;
+    } else if (is(at, len, AUTH_VERSION)) {
+      versionAt = valueAt;
+      versionLen = valueLen;
+    } else if (is(at, len, BODY_MD5)) {
+      md5At = valueAt;
+      md5Len = valueLen;
+    } else {
+      (rest ??= new Map()).set(buf.toString('latin1', at, eq), buf.toString('latin1', valueAt, i));
+    }
+    if (i === end) return null; // auth_signature is not last (or absent: the Authorization header form)
+    at = i + 1;
+  }
+}
