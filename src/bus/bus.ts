@@ -131,10 +131,11 @@ export class Bus {
   /** Throws BusFullError when the ring and its spill queue to `to` are full (nothing taken). */
   publish(to: number, app: string, channel: string, except: string, message: Uint8Array): void {
     if (to === this.self) {
-      const local = { app, channel, except, message };
-      if (this.handling) this.handlers!.onPublish(local);
-      else if (this.quiet()) this.deliverNow(local);
-      else this.drain({ stamp: this.tick(), from: this.self, type: FrameType.Publish, payload: null, local });
+      if (this.handling) this.handlers!.onPublish({ app, channel, except, message });
+      else if (this.quiet()) this.deliverNow({ app, channel, except, message });
+      // drain may hold the frame back for ordering: it keeps a copy (the caller's bytes are
+      // only its own during the call; shard/fanout.ts reuses them).
+      else this.drain({ stamp: this.tick(), from: this.self, type: FrameType.Publish, payload: null, local: { app, channel, except, message: Buffer.from(message) } });
       return;
     }
     if (this.stopped || !this.writers[to]!.write(FrameType.Publish, this.stamp(encodePublish(app, channel, except, message)))) {

@@ -35,6 +35,33 @@ export function jsonError(status: number, error: string): ApiResponse {
 }
 
 const decoder = new TextDecoder();
+
+// Header names and fixed header values handed to uWS as bytes: uWS copies every string
+// argument into a freshly malloc'd UTF-8 buffer (v8::String::Utf8Value) and frees it after
+// the call, while bytes are read in place. With 10,000 sockets' buffers in the heap those
+// mallocs showed up in perf (docs/performance.md). Names come from this code, so the
+// cache stays small; a value is bytes only when it is one of the fixed ones.
+const H_AUTHORIZATION = Buffer.from('authorization');
+const H_ORIGIN = Buffer.from('origin');
+const H_CONTENT_LENGTH = Buffer.from('content-length');
+const H_FORWARDED_FOR = Buffer.from('x-forwarded-for');
+const CONTENT_TYPE = Buffer.from('Content-Type');
+const APPLICATION_JSON = Buffer.from('application/json');
+const names = new Map<string, Buffer>();
+const FIXED_VALUES = new Map(['*', 'true', 'Origin', '1'].map((v) => [v, Buffer.from(v)]));
+
+function nameBytes(name: string): Buffer | string {
+  const b = names.get(name);
+  if (b !== undefined) return b;
+  if (names.size >= 64) return name;
+  const n = Buffer.from(name, 'latin1');
+  names.set(name, n);
+  return n;
+}
+
+function valueBytes(value: string): Buffer | string {
+  return FIXED_VALUES.get(value) ?? value;
+}
 /** The body of a request without one (shared: nothing writes to a request body). */
 const NO_BODY = Buffer.alloc(0);
 
@@ -46,17 +73,17 @@ const NO_BODY = Buffer.alloc(0);
 export function captureRequest(res: HttpResponse, req: HttpRequest, method: 'GET' | 'POST', paramCount: number, withIp: boolean): ApiRequest {
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
-  const cl = method === 'POST' ? req.getHeader('content-length') : '';
+  const cl = method === 'POST' ? req.getHeader(H_CONTENT_LENGTH) : '';
   return {
     method,
     path: req.getUrl(),
     query: req.getQuery() ?? '',
     params,
     headers: {
-      authorization: req.getHeader('authorization') || null,
-      origin: req.getHeader('origin') || null,
+      authorization: req.getHeader(H_AUTHORIZATION) || null,
+      origin: req.getHeader(H_ORIGIN) || null,
       contentLength: cl === '' ? null : Number(cl),
-      forwardedFor: withIp ? req.getHeader('x-forwarded-for') || null : null,
+      forwardedFor: withIp ? req.getHeader(H_FORWARDED_FOR) || null : null,
     },
     ip: withIp ? decoder.decode(res.getRemoteAddressAsText()) : '',
     body: NO_BODY,
@@ -109,13 +136,13 @@ export function readBody(
 export function writeResponse(res: HttpResponse, r: ApiResponse, extraHeaders: Readonly<Record<string, string>>, closeConnection = false): void {
   res.cork(() => {
     if (r.status !== 200) res.writeStatus(statusLine(r.status)); // uWS answers 200 OK by default
-    for (const k in extraHeaders) res.writeHeader(k, extraHeaders[k]);
-    if (r.headers) for (const k in r.headers) res.writeHeader(k, r.headers[k]);
+    for (const k in extraHeaders) res.writeHeader(nameBytes(k), valueBytes(extraHeaders[k]));
+    if (r.headers) for (const k in r.headers) res.writeHeader(nameBytes(k), valueBytes(r.headers[k]));
     if (r.status === 204) {
       res.end(undefined, closeConnection);
       return;
     }
-    res.writeHeader('Content-Type', 'application/json');
+    res.writeHeader(CONTENT_TYPE, APPLICATION_JSON);
     res.end(JSON.stringify(r.body), closeConnection);
   });
 }

@@ -19,8 +19,14 @@ export interface PublishGuard {
   beforePublish(topic: string, bytes: number, except: string): void;
 }
 
+/** Largest frame encoded into Fanout's reused buffer (bigger ones get a Buffer of their own). */
+const MAX_SCRATCH = 1024 * 1024;
+
 export class Fanout {
   private readonly meters: Meters;
+  private scratch = Buffer.allocUnsafe(16 * 1024);
+  /** True while a broadcast from `scratch` is being delivered. */
+  private encoding = false;
 
   constructor(
     private readonly bus: Bus,
@@ -38,8 +44,27 @@ export class Fanout {
    * when a shard's queue is full.
    */
   broadcast(app: string, channel: string, except: string, message: string | Uint8Array): void {
-    const bytes = typeof message === 'string' ? Buffer.from(message) : message;
-    this.bus.publishAll(app, channel, except, bytes);
+    if (typeof message !== 'string') {
+      this.bus.publishAll(app, channel, except, message);
+      return;
+    }
+    // Encoded into a reused buffer: uWS copies what it publishes and the bus copies what it
+    // keeps (bus.ts publish), so the bytes are only needed during the call. A Buffer per
+    // publish cost a slice of Node's 8 KiB pool and a malloc'd pool every few dozen
+    // (docs/performance.md). A broadcast made while one is delivering (a slow consumer
+    // closed during a publish, its presence member_removed) gets its own Buffer.
+    if (this.encoding || 3 * message.length > MAX_SCRATCH) {
+      this.bus.publishAll(app, channel, except, Buffer.from(message));
+      return;
+    }
+    if (3 * message.length > this.scratch.length) this.scratch = Buffer.allocUnsafe(Math.min(MAX_SCRATCH, Math.max(3 * message.length, 2 * this.scratch.length)));
+    const n = this.scratch.write(message, 0, 'utf8');
+    this.encoding = true;
+    try {
+      this.bus.publishAll(app, channel, except, this.scratch.subarray(0, n));
+    } finally {
+      this.encoding = false;
+    }
   }
 
   /** A publish frame arrived for this shard: hand it to uWS. */
