@@ -11,7 +11,7 @@ import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
 import { then, type MaybePromise } from './maybe';
 import { limitBackendEvents } from './ratelimit';
-import { jsonError, type ApiResponse } from './request';
+import { jsonError, PUBLISHED, type ApiResponse } from './request';
 
 export interface ParsedEvent {
   name: string;
@@ -131,7 +131,7 @@ export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePr
     } catch (err) {
       return busy(deps, err);
     }
-    if (ev.info.size === 0) return { status: 200, body: { ok: true } };
+    if (ev.info.size === 0) return { status: 200, body: PUBLISHED };
     return eventsInfo(deps, app, ev);
   });
 }

@@ -30,6 +30,10 @@ export function statusLine(status: number): string {
   return STATUS_TEXT[status] ?? `${status} Unknown`;
 }
 
+/** The body of an accepted publish, shared: its JSON is written from bytes made once. */
+export const PUBLISHED: Readonly<{ ok: true }> = Object.freeze({ ok: true });
+const PUBLISHED_JSON = Buffer.from(JSON.stringify(PUBLISHED));
+
 export function jsonError(status: number, error: string): ApiResponse {
   return { status, body: { error } };
 }
@@ -39,8 +43,8 @@ const decoder = new TextDecoder();
 // Header names and fixed header values handed to uWS as bytes: uWS copies every string
 // argument into a freshly malloc'd UTF-8 buffer (v8::String::Utf8Value) and frees it after
 // the call, while bytes are read in place. With 10,000 sockets' buffers in the heap those
-// mallocs showed up in perf (docs/performance.md). Names come from this code, so the
-// cache stays small; a value is bytes only when it is one of the fixed ones.
+// mallocs showed up in perf (docs/performance.md). Names come from this code, so their
+// cache stays small; values are bytes when fixed or a number met before (bounded).
 const H_AUTHORIZATION = Buffer.from('authorization');
 const H_ORIGIN = Buffer.from('origin');
 const H_CONTENT_LENGTH = Buffer.from('content-length');
@@ -48,7 +52,11 @@ const H_FORWARDED_FOR = Buffer.from('x-forwarded-for');
 const CONTENT_TYPE = Buffer.from('Content-Type');
 const APPLICATION_JSON = Buffer.from('application/json');
 const names = new Map<string, Buffer>();
-const FIXED_VALUES = new Map(['*', 'true', 'Origin', '1'].map((v) => [v, Buffer.from(v)]));
+const FIXED_VALUES = new Map(['*', 'true', 'Origin'].map((v) => [v, Buffer.from(v)]));
+/** Small whole numbers (X-RateLimit-Reset, Retry-After) and the apps' limits, as met. */
+const numbers = new Map<string, Buffer>();
+const MAX_NUMBERS = 1024;
+const DIGITS = /^\d{1,12}$/;
 
 function nameBytes(name: string): Buffer | string {
   const b = names.get(name);
@@ -60,8 +68,16 @@ function nameBytes(name: string): Buffer | string {
 }
 
 function valueBytes(value: string): Buffer | string {
-  return FIXED_VALUES.get(value) ?? value;
+  const known = FIXED_VALUES.get(value) ?? numbers.get(value);
+  if (known !== undefined) return known;
+  // Numbers are kept as met, up to MAX_NUMBERS: the limits and the small counts repeat,
+  // X-RateLimit-Remaining mostly does not (past the bound it goes as a string).
+  if (numbers.size >= MAX_NUMBERS || !DIGITS.test(value)) return value;
+  const b = Buffer.from(value, 'latin1');
+  numbers.set(value, b);
+  return b;
 }
+
 /** The body of a request without one (shared: nothing writes to a request body). */
 const NO_BODY = Buffer.alloc(0);
 
@@ -143,6 +159,6 @@ export function writeResponse(res: HttpResponse, r: ApiResponse, extraHeaders: R
       return;
     }
     res.writeHeader(CONTENT_TYPE, APPLICATION_JSON);
-    res.end(JSON.stringify(r.body), closeConnection);
+    res.end(r.body === PUBLISHED ? PUBLISHED_JSON : JSON.stringify(r.body), closeConnection);
   });
 }

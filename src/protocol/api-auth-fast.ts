@@ -32,8 +32,6 @@ const MAX_CHARS = 4096;
 
 const AMP = 0x26;
 const EQ = 0x3d;
-const PERCENT = 0x25;
-const PLUS = 0x2b;
 const key = (s: string) => Buffer.from(s, 'latin1');
 const AUTH_KEY = key('auth_key');
 const AUTH_TIMESTAMP = key('auth_timestamp');
@@ -75,28 +73,29 @@ export function verifySdkLayout(
   lookupSecret: (authKey: string) => string | null,
 ): FastVerified | null {
   if (body.length > JS_MD5_MAX || method.length + path.length + query.length + 2 > MAX_CHARS) return null;
+  if (query.indexOf('%') !== -1 || query.indexOf('+') !== -1) return null; // decoded by the general check
   const need = 3 * (method.length + path.length + query.length + 2);
   if (need > buf.length) buf = Buffer.allocUnsafe(need);
-  const qStart = buf.write(method.toUpperCase() + '\n' + path + '\n', 0, 'utf8');
-  const end = qStart + buf.write(query, qStart, 'utf8');
+  const b = buf;
+  const upper = method === 'POST' || method === 'GET' ? method : method.toUpperCase();
+  const qStart = b.write(upper + '\n' + path + '\n', 0, 'utf8');
+  const end = qStart + b.write(query, qStart, 'utf8');
+  if (end - qStart !== query.length) return null; // not all ASCII
 
   let keyAt = -1, keyLen = 0, tsAt = -1, tsLen = 0, versionAt = -1, versionLen = 0, md5At = -1, md5Len = 0;
   let rest: Map<string, string> | null = null;
   let prevAt = -1, prevLen = 0;
   let at = qStart;
   for (;;) {
-    let eq = -1;
-    let i = at;
-    for (; i < end; i++) {
-      const c = buf[i];
-      if (c === AMP) break;
-      if (c >= 0x80 || c === PERCENT || c === PLUS) return null;
-      if (eq === -1) {
-        if (c === EQ) eq = i;
-        else if (c >= 0x41 && c <= 0x5a) return null; // a capital in a key: lowercased by the general check
-      }
+    let eq = at;
+    for (; eq < end; eq++) {
+      const c = b[eq];
+      if (c === EQ || c === AMP) break;
+      if (c >= 0x41 && c <= 0x5a) return null; // a capital in a key: lowercased by the general check
     }
-    if (eq <= at) return null; // no '=', or an empty key
+    if (eq === at || eq === end || b[eq] !== EQ) return null; // an empty key, or a pair without '='
+    let i = eq + 1;
+    while (i < end && b[i] !== AMP) i++;
     const len = eq - at;
     const valueAt = eq + 1;
     const valueLen = i - valueAt;
@@ -106,12 +105,12 @@ export function verifySdkLayout(
       if (signedLen > JS_HMAC_MAX || keyAt === -1 || keyLen === 0 || tsAt === -1 || versionAt === -1) return null;
       const ts = digits(tsAt, tsLen);
       if (ts === -1 || Math.abs(nowSeconds - ts) > toleranceS) return null;
-      if (versionLen !== 3 || buf[versionAt] !== 0x31 || buf[versionAt + 1] !== 0x2e || buf[versionAt + 2] !== 0x30) return null; // "1.0"
-      const authKey = buf.toString('latin1', keyAt, keyAt + keyLen);
+      if (versionLen !== 3 || b[versionAt] !== 0x31 || b[versionAt + 1] !== 0x2e || b[versionAt + 2] !== 0x30) return null; // "1.0"
+      const authKey = b.toString('latin1', keyAt, keyAt + keyLen);
       const secret = lookupSecret(authKey);
       if (secret === null) return null;
-      if (md5At === -1 ? body.length > 0 : !md5BytesMatch(body, buf, md5At, md5Len)) return null;
-      if (!hmacSha256BytesMatch(secret, buf, signedLen, buf, valueAt, valueLen)) return null;
+      if (md5At === -1 ? body.length > 0 : !md5BytesMatch(body, b, md5At, md5Len)) return null;
+      if (!hmacSha256BytesMatch(secret, b, signedLen, b, valueAt, valueLen)) return null;
       return { authKey, params: rest ?? NO_PARAMS };
     }
     if (prevAt !== -1 && compare(prevAt, prevLen, at, len) >= 0) return null; // out of order, or a repeat
@@ -130,7 +129,7 @@ export function verifySdkLayout(
       md5At = valueAt;
       md5Len = valueLen;
     } else {
-      (rest ??= new Map()).set(buf.toString('latin1', at, eq), buf.toString('latin1', valueAt, i));
+      (rest ??= new Map()).set(b.toString('latin1', at, eq), b.toString('latin1', valueAt, i));
     }
     if (i === end) return null; // auth_signature is not last (or absent: the Authorization header form)
     at = i + 1;

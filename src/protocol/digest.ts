@@ -144,13 +144,7 @@ export function hmacSha256Into(key: HmacKey, data: Uint8Array, len: number, out:
   finish(out, innerDigest, 0, 32, 64 + 32, true, sha256Block);
 }
 
-// MD5: per-round shift amounts and sine constants (RFC 1321 §3.4).
-const S = new Int8Array([
-  7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
-  5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
-  4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-  6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-]);
+// MD5: the sine constants (RFC 1321 §3.4); the shifts are written out in md5Block.
 const T = new Int32Array(64);
 for (let i = 0; i < 64; i++) T[i] = Math.floor(Math.abs(Math.sin(i + 1)) * 0x100000000) | 0;
 const MD5_IV = new Int32Array([0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476]);
@@ -161,31 +155,32 @@ function md5Block(st: Int32Array, buf: Uint8Array, off: number): void {
     const j = off + (i << 2);
     M[i] = buf[j] | (buf[j + 1] << 8) | (buf[j + 2] << 16) | (buf[j + 3] << 24);
   }
-  let a = st[0], b = st[1], c = st[2], d = st[3];
-  // The four rounds of sixteen steps; each step computes the new b and shifts the rest.
-  for (let i = 0; i < 16; i++) {
-    const x = (a + (d ^ (b & (c ^ d))) + T[i] + M[i]) | 0;
-    const s = S[i];
-    a = d; d = c; c = b;
-    b = (b + ((x << s) | (x >>> (32 - s)))) | 0;
+  let a = st[0], b = st[1], c = st[2], d = st[3], x = 0;
+  // The four rounds of sixteen steps, four steps per pass with their shifts written out;
+  // each step adds into one variable and the roles of a, b, c, d move on by one.
+  for (let i = 0; i < 16; i += 4) {
+    x = (a + (d ^ (b & (c ^ d))) + T[i] + M[i]) | 0; a = (b + ((x << 7) | (x >>> 25))) | 0;
+    x = (d + (c ^ (a & (b ^ c))) + T[i + 1] + M[i + 1]) | 0; d = (a + ((x << 12) | (x >>> 20))) | 0;
+    x = (c + (b ^ (d & (a ^ b))) + T[i + 2] + M[i + 2]) | 0; c = (d + ((x << 17) | (x >>> 15))) | 0;
+    x = (b + (a ^ (c & (d ^ a))) + T[i + 3] + M[i + 3]) | 0; b = (c + ((x << 22) | (x >>> 10))) | 0;
   }
-  for (let i = 16; i < 32; i++) {
-    const x = (a + (c ^ (d & (b ^ c))) + T[i] + M[(5 * i + 1) & 15]) | 0;
-    const s = S[i];
-    a = d; d = c; c = b;
-    b = (b + ((x << s) | (x >>> (32 - s)))) | 0;
+  for (let i = 16; i < 32; i += 4) {
+    x = (a + (c ^ (d & (b ^ c))) + T[i] + M[(5 * i + 1) & 15]) | 0; a = (b + ((x << 5) | (x >>> 27))) | 0;
+    x = (d + (b ^ (c & (a ^ b))) + T[i + 1] + M[(5 * i + 6) & 15]) | 0; d = (a + ((x << 9) | (x >>> 23))) | 0;
+    x = (c + (a ^ (b & (d ^ a))) + T[i + 2] + M[(5 * i + 11) & 15]) | 0; c = (d + ((x << 14) | (x >>> 18))) | 0;
+    x = (b + (d ^ (a & (c ^ d))) + T[i + 3] + M[(5 * i) & 15]) | 0; b = (c + ((x << 20) | (x >>> 12))) | 0;
   }
-  for (let i = 32; i < 48; i++) {
-    const x = (a + (b ^ c ^ d) + T[i] + M[(3 * i + 5) & 15]) | 0;
-    const s = S[i];
-    a = d; d = c; c = b;
-    b = (b + ((x << s) | (x >>> (32 - s)))) | 0;
+  for (let i = 32; i < 48; i += 4) {
+    x = (a + (b ^ c ^ d) + T[i] + M[(3 * i + 5) & 15]) | 0; a = (b + ((x << 4) | (x >>> 28))) | 0;
+    x = (d + (a ^ b ^ c) + T[i + 1] + M[(3 * i + 8) & 15]) | 0; d = (a + ((x << 11) | (x >>> 21))) | 0;
+    x = (c + (d ^ a ^ b) + T[i + 2] + M[(3 * i + 11) & 15]) | 0; c = (d + ((x << 16) | (x >>> 16))) | 0;
+    x = (b + (c ^ d ^ a) + T[i + 3] + M[(3 * i + 14) & 15]) | 0; b = (c + ((x << 23) | (x >>> 9))) | 0;
   }
-  for (let i = 48; i < 64; i++) {
-    const x = (a + (c ^ (b | ~d)) + T[i] + M[(7 * i) & 15]) | 0;
-    const s = S[i];
-    a = d; d = c; c = b;
-    b = (b + ((x << s) | (x >>> (32 - s)))) | 0;
+  for (let i = 48; i < 64; i += 4) {
+    x = (a + (c ^ (b | ~d)) + T[i] + M[(7 * i) & 15]) | 0; a = (b + ((x << 6) | (x >>> 26))) | 0;
+    x = (d + (b ^ (a | ~c)) + T[i + 1] + M[(7 * i + 7) & 15]) | 0; d = (a + ((x << 10) | (x >>> 22))) | 0;
+    x = (c + (a ^ (d | ~b)) + T[i + 2] + M[(7 * i + 14) & 15]) | 0; c = (d + ((x << 15) | (x >>> 17))) | 0;
+    x = (b + (d ^ (c | ~a)) + T[i + 3] + M[(7 * i + 21) & 15]) | 0; b = (c + ((x << 21) | (x >>> 11))) | 0;
   }
   st[0] = (st[0] + a) | 0; st[1] = (st[1] + b) | 0; st[2] = (st[2] + c) | 0; st[3] = (st[3] + d) | 0;
 }
