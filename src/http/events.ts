@@ -18,10 +18,12 @@ export interface ParsedEvent {
   data: string;
   channels: string[];
   socketId: string;
-  info: Set<string>;
+  info: ReadonlySet<string>;
 }
 
 const EVENT_INFO = new Set(['subscription_count', 'user_count']);
+/** `info` of an event that asks for none (shared). */
+const NO_INFO: ReadonlySet<string> = new Set();
 
 /** Returns the validated event or the error response (`where` prefixes messages in a batch). */
 export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedEvent | ApiResponse {
@@ -61,20 +63,22 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
     // Only a string is quoted back: a non-string can be nested too deeply to serialise (a 500).
     if (bad !== null) return jsonError(400, `${where}invalid channel${typeof c === 'string' ? ' ' + JSON.stringify(c) : ''}: ${bad}`);
   }
-  if (new Set(channels).size !== channels.length) return jsonError(400, `${where}channels contains a channel twice`);
+  if (channels.length > 1 && new Set(channels).size !== channels.length) return jsonError(400, `${where}channels contains a channel twice`);
   let socketId = '';
   if (ev.socket_id !== undefined && ev.socket_id !== null) {
     if (!isValidSocketId(ev.socket_id)) return jsonError(400, `${where}socket_id must look like "123.456"`);
     socketId = ev.socket_id as string;
   }
-  const info = new Set<string>();
+  let info: ReadonlySet<string> = NO_INFO;
   if (ev.info !== undefined && ev.info !== null && ev.info !== '') {
+    const asked = new Set<string>();
     if (typeof ev.info !== 'string') return jsonError(400, `${where}info must be a comma-separated string`);
     for (const part of ev.info.split(',')) {
       const attr = part.trim();
       if (!EVENT_INFO.has(attr)) return jsonError(400, `${where}info attribute ${JSON.stringify(attr)} is not one of subscription_count, user_count`);
-      info.add(attr);
+      asked.add(attr);
     }
+    info = asked;
   }
   return { name, data, channels, socketId, info };
 }
@@ -94,7 +98,7 @@ function publish(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): void {
   }
 }
 
-async function channelInfo(deps: ApiDeps, app: AppConfig, channel: string, info: Set<string>): Promise<Record<string, number>> {
+async function channelInfo(deps: ApiDeps, app: AppConfig, channel: string, info: ReadonlySet<string>): Promise<Record<string, number>> {
   const r = await deps.channelInfo(app, channel);
   const out: Record<string, number> = {};
   if (info.has('subscription_count')) out.subscription_count = r.subscription_count;

@@ -52,10 +52,9 @@ const H_FORWARDED_FOR = Buffer.from('x-forwarded-for');
 const CONTENT_TYPE = Buffer.from('Content-Type');
 const APPLICATION_JSON = Buffer.from('application/json');
 const names = new Map<string, Buffer>();
-const FIXED_VALUES = new Map(['*', 'true', 'Origin'].map((v) => [v, Buffer.from(v)]));
-/** Small whole numbers (X-RateLimit-Reset, Retry-After) and the apps' limits, as met. */
-const numbers = new Map<string, Buffer>();
-const MAX_NUMBERS = 1024;
+/** The fixed values, then numbers as met (the limits, X-RateLimit-Reset, Retry-After). */
+const values = new Map(['*', 'true', 'Origin'].map((v) => [v, Buffer.from(v)]));
+const MAX_VALUES = 1024;
 const DIGITS = /^\d{1,12}$/;
 
 function nameBytes(name: string): Buffer | string {
@@ -68,13 +67,13 @@ function nameBytes(name: string): Buffer | string {
 }
 
 function valueBytes(value: string): Buffer | string {
-  const known = FIXED_VALUES.get(value) ?? numbers.get(value);
+  const known = values.get(value);
   if (known !== undefined) return known;
-  // Numbers are kept as met, up to MAX_NUMBERS: the limits and the small counts repeat,
+  // Numbers are kept as met, up to MAX_VALUES: the limits and the small counts repeat,
   // X-RateLimit-Remaining mostly does not (past the bound it goes as a string).
-  if (numbers.size >= MAX_NUMBERS || !DIGITS.test(value)) return value;
+  if (values.size >= MAX_VALUES || !DIGITS.test(value)) return value;
   const b = Buffer.from(value, 'latin1');
-  numbers.set(value, b);
+  values.set(value, b);
   return b;
 }
 
