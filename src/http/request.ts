@@ -148,16 +148,26 @@ export function readBody(
   });
 }
 
-export function writeResponse(res: HttpResponse, r: ApiResponse, extraHeaders: Readonly<Record<string, string>>, closeConnection = false): void {
-  res.cork(() => {
-    if (r.status !== 200) res.writeStatus(statusLine(r.status)); // uWS answers 200 OK by default
-    for (const k in extraHeaders) res.writeHeader(nameBytes(k), valueBytes(extraHeaders[k]));
-    if (r.headers) for (const k in r.headers) res.writeHeader(nameBytes(k), valueBytes(r.headers[k]));
-    if (r.status === 204) {
-      res.end(undefined, closeConnection);
-      return;
-    }
-    res.writeHeader(CONTENT_TYPE, APPLICATION_JSON);
-    res.end(r.body === PUBLISHED ? PUBLISHED_JSON : JSON.stringify(r.body), closeConnection);
-  });
+/**
+ * Writes the answer. `inCallback`: called synchronously from a uWS route or onData
+ * callback, where uWS has corked the socket already; anywhere else (after an await) the
+ * writes are corked here, or each would be a send of its own.
+ */
+export function writeResponse(
+  res: HttpResponse, r: ApiResponse, extraHeaders: Readonly<Record<string, string>>, closeConnection = false, inCallback = false,
+): void {
+  if (inCallback) write(res, r, extraHeaders, closeConnection);
+  else res.cork(() => write(res, r, extraHeaders, closeConnection));
+}
+
+function write(res: HttpResponse, r: ApiResponse, extraHeaders: Readonly<Record<string, string>>, closeConnection: boolean): void {
+  if (r.status !== 200) res.writeStatus(statusLine(r.status)); // uWS answers 200 OK by default
+  for (const k in extraHeaders) res.writeHeader(nameBytes(k), valueBytes(extraHeaders[k]));
+  if (r.headers) for (const k in r.headers) res.writeHeader(nameBytes(k), valueBytes(r.headers[k]));
+  if (r.status === 204) {
+    res.end(undefined, closeConnection);
+    return;
+  }
+  res.writeHeader(CONTENT_TYPE, APPLICATION_JSON);
+  res.end(r.body === PUBLISHED ? PUBLISHED_JSON : JSON.stringify(r.body), closeConnection);
 }

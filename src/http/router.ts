@@ -66,13 +66,18 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
    * When no step has to wait the answer is written now, inside the uWS callback.
    */
   function serve(res: HttpResponse, req: ApiRequest, state: { aborted: boolean }, route: string, startedAt: number, work: () => MaybePromise<ApiResponse>) {
-    const finish = (r: ApiResponse) => {
-      observeHttp(req.method, route, r.status, startedAt);
-      if (!state.aborted) writeResponse(res, r, corsFor(req.headers.origin), deps.stopping());
-    };
     const r = attempt(work);
-    if (r instanceof Promise) r.catch((err: unknown) => failure(err, req)).then(finish);
-    else finish(r);
+    if (r instanceof Promise) {
+      r.catch((err: unknown) => failure(err, req)).then((later) => {
+        observeHttp(req.method, route, later.status, startedAt);
+        if (!state.aborted) writeResponse(res, later, corsFor(req.headers.origin), deps.stopping());
+      });
+      return;
+    }
+    observeHttp(req.method, route, r.status, startedAt);
+    // Still inside the uWS callback (route handler or onData), where uWS has the socket
+    // corked: the answer goes out in one send without a cork() of its own.
+    if (!state.aborted) writeResponse(res, r, corsFor(req.headers.origin), deps.stopping(), true);
   }
 
   function api(method: 'get' | 'post', pattern: string, paramCount: number, handler: ApiHandler) {
