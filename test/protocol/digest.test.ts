@@ -1,6 +1,6 @@
 import t from 'tap';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { hexMatches, hmacKey, hmacSha256Into, md5Into, sha256Into, wordsToHex } from '../../src/protocol/digest';
+import { hexBytesMatch, hexMatches, hmacKey, hmacSha256Into, md5Into, sha256Into, wordsToHex } from '../../src/protocol/digest';
 
 // The JavaScript digests against OpenSSL (node:crypto) on random inputs of every length
 // from 0 to 300 bytes (each padding case: 55/56/63/64 bytes into a block, two-block
@@ -53,5 +53,30 @@ t.test('hexMatches: every byte and nibble position, both byte orders', async (t)
     t.equal(missed, 0, 'a changed, non-hex or non-ASCII character anywhere is refused');
     t.notOk(hexMatches(hex.slice(1), words, bigEndian), 'short');
     t.notOk(hexMatches(hex + '0', words, bigEndian), 'long');
+  }
+});
+
+t.test('hexBytesMatch: hex given as bytes at an offset, every position, both byte orders', async (t) => {
+  const words = new Int32Array(randomBytes(32).buffer.slice(0));
+  for (const bigEndian of [true, false]) {
+    const hex = wordsToHex(words, bigEndian);
+    const at = (s: string) => Buffer.from('xx&' + s + '&yy', 'latin1'); // the hex at offset 3
+    t.ok(hexBytesMatch(at(hex), 3, hex.length, words, bigEndian), 'itself');
+    t.ok(hexBytesMatch(at(hex.toUpperCase()), 3, hex.length, words, bigEndian), 'uppercase');
+    t.notOk(hexBytesMatch(at(hex), 3, hex.length, words, !bigEndian), 'the other byte order');
+    t.notOk(hexBytesMatch(at(hex), 2, hex.length, words, bigEndian), 'one byte early');
+    t.notOk(hexBytesMatch(at(hex), 3, hex.length - 1, words, bigEndian), 'one byte short');
+    t.notOk(hexBytesMatch(at(hex), 3 + 8, hex.length, words, bigEndian), 'running past the end');
+    let missed = 0;
+    for (let i = 0; i < hex.length; i++) {
+      const flipped = at(hex);
+      flipped[3 + i] = (parseInt(hex[i], 16) ^ 1).toString(16).charCodeAt(0);
+      const notHex = at(hex);
+      notHex[3 + i] = 0x67; // 'g'
+      const high = at(hex);
+      high[3 + i] = hex.charCodeAt(i) | 0x80; // past ASCII, same low seven bits
+      for (const b of [flipped, notHex, high]) if (hexBytesMatch(b, 3, hex.length, words, bigEndian)) missed++;
+    }
+    t.equal(missed, 0, 'a changed, non-hex or non-ASCII byte anywhere is refused');
   }
 });
