@@ -12,7 +12,7 @@ import { postBatchEvents, postEvents } from './events';
 import { attempt, then, type MaybePromise } from './maybe';
 import { ipLimited, limitApp, limitIp } from './ratelimit';
 import { RateLimiterUnavailable } from '../ratelimit/types';
-import { captureRequest, jsonError, readBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
+import { captureRequest, jsonError, keepBody, readBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
 
 type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: ReadonlyMap<string, string>) => MaybePromise<ApiResponse>;
 
@@ -68,6 +68,9 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   function serve(res: HttpResponse, req: ApiRequest, state: { aborted: boolean }, route: string, startedAt: number, work: () => MaybePromise<ApiResponse>) {
     const r = attempt(work);
     if (r instanceof Promise) {
+      // The rest runs after this callback: the body must not stay in readBody's reused
+      // buffer. Every later step reads req.body when it runs, so it gets the copy.
+      keepBody(req);
       r.catch((err: unknown) => failure(err, req)).then((later) => {
         observeHttp(req.method, route, later.status, startedAt);
         if (!state.aborted) writeResponse(res, later, corsFor(req.headers.origin), deps.stopping());
