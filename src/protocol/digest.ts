@@ -7,7 +7,8 @@
  * more than the hashing itself; a signed publish needs three digests. Here a digest is
  * written into a caller's Int32Array and nothing is allocated. HMAC keys are prepared
  * once: the states after the (K ⊕ ipad) and (K ⊕ opad) blocks, so an HMAC of a short
- * message costs the compression of its own blocks plus one (RFC 2104 §4 notes this).
+ * message costs the compression of its own blocks plus one (RFC 2104 §4 notes this),
+ * less its first block when that repeats the key's previous message (HmacKey).
  * Long inputs go to node:crypto (hmac.ts picks; docs/performance.md has the numbers).
  *
  * Checked against node:crypto on random inputs of every length around block boundaries
@@ -92,23 +93,35 @@ function finish(st: Int32Array, buf: Uint8Array, off: number, n: number, total: 
   if (end === 128) block(st, tail, 64);
 }
 
-/** SHA-256 of data[0, len) continued from `st` (IV or a prepared HMAC state), `prefix` bytes already in it. */
-function sha256Continue(st: Int32Array, data: Uint8Array, len: number, prefix: number): void {
-  const full = len & ~63;
-  for (let off = 0; off < full; off += 64) sha256Block(st, data, off);
+/**
+ * SHA-256 of data[start, len) continued from `st` (IV or a prepared HMAC state), with
+ * `prefix` + `start` bytes already in it.
+ */
+function sha256Continue(st: Int32Array, data: Uint8Array, start: number, len: number, prefix: number): void {
+  const full = start + ((len - start) & ~63);
+  for (let off = start; off < full; off += 64) sha256Block(st, data, off);
   finish(st, data, full, len - full, prefix + len, true, sha256Block);
 }
 
 /** SHA-256 of data[0, len) into `out` (8 words, big-endian digest order). */
 export function sha256Into(data: Uint8Array, len: number, out: Int32Array): void {
   out.set(SHA256_IV);
-  sha256Continue(out, data, len, 0);
+  sha256Continue(out, data, 0, len, 0);
 }
 
-/** A key prepared for HMAC-SHA256: the states after its inner and outer pad blocks. */
+/**
+ * A key prepared for HMAC-SHA256: the states after its inner and outer pad blocks, and
+ * the inner state after the first 64 bytes of the last message it signed. A signed API
+ * request's string to sign starts with the same 64 bytes for a given app and path
+ * ("POST\n/apps/ID/events\nauth_key=KEY&auth_timestamp=" and the timestamp's leading
+ * digits), so that block is usually hashed already: one SHA-256 block of four saved.
+ */
 export interface HmacKey {
   readonly inner: Int32Array;
   readonly outer: Int32Array;
+  readonly lastBlock: Uint8Array;
+  readonly lastState: Int32Array;
+  lastValid: boolean;
 }
 
 /** `key` is the raw key; a key longer than 64 bytes must be hashed first (RFC 2104), by the caller. */
@@ -124,15 +137,37 @@ export function hmacKey(key: Uint8Array): HmacKey {
   const outer = new Int32Array(SHA256_IV);
   sha256Block(inner, ipad, 0);
   sha256Block(outer, opad, 0);
-  return { inner, outer };
+  return { inner, outer, lastBlock: new Uint8Array(64), lastState: new Int32Array(8), lastValid: false };
 }
 
 const innerDigest = new Uint8Array(32);
 
+/** Whether data[0, 64) equals the key's remembered first block. */
+function sameFirstBlock(key: HmacKey, data: Uint8Array): boolean {
+  if (!key.lastValid) return false;
+  const last = key.lastBlock;
+  for (let i = 0; i < 64; i++) if (last[i] !== data[i]) return false;
+  return true;
+}
+
 /** HMAC-SHA256 of data[0, len) into `out` (8 words). */
 export function hmacSha256Into(key: HmacKey, data: Uint8Array, len: number, out: Int32Array): void {
-  out.set(key.inner);
-  sha256Continue(out, data, len, 64);
+  let start = 0;
+  if (len >= 64) {
+    if (sameFirstBlock(key, data)) {
+      out.set(key.lastState);
+    } else {
+      out.set(key.inner);
+      sha256Block(out, data, 0);
+      for (let i = 0; i < 64; i++) key.lastBlock[i] = data[i];
+      key.lastState.set(out);
+      key.lastValid = true;
+    }
+    start = 64;
+  } else {
+    out.set(key.inner);
+  }
+  sha256Continue(out, data, start, len, 64);
   for (let i = 0; i < 8; i++) {
     const w = out[i];
     innerDigest[4 * i] = w >>> 24;

@@ -80,3 +80,23 @@ t.test('hexBytesMatch: hex given as bytes at an offset, every position, both byt
     t.equal(missed, 0, 'a changed, non-hex or non-ASCII byte anywhere is refused');
   }
 });
+
+t.test('HMAC with one key over messages that share their first block, or not, in any order', async (t) => {
+  const keyBytes = randomBytes(20);
+  const key = hmacKey(keyBytes);
+  const out = new Int32Array(8);
+  const base = randomBytes(300);
+  let seed = 99;
+  const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n; };
+  let failures = 0;
+  for (let i = 0; i < 500; i++) {
+    const msg = Buffer.from(base);
+    const kind = rnd(4);
+    if (kind === 1) msg[rnd(64)] ^= 1 + rnd(255); // a different first block
+    if (kind === 2) msg[64 + rnd(200)] ^= 1 + rnd(255); // same first block, another tail
+    const len = kind === 3 ? rnd(64) : 64 + rnd(236); // shorter than a block, or not
+    hmacSha256Into(key, msg, len, out);
+    if (wordsToHex(out, true) !== createHmac('sha256', keyBytes).update(msg.subarray(0, len)).digest('hex')) failures++;
+  }
+  t.equal(failures, 0, '500 messages');
+});
