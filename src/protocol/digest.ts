@@ -229,46 +229,32 @@ export function md5Into(data: Uint8Array, len: number, out: Int32Array): void {
 }
 
 const HEX_ONLY = /^[0-9A-Fa-f]*$/;
-/** The given hex decoded (digests are at most 32 bytes). */
-const given = Buffer.alloc(64);
-
-/**
- * Decodes `hex` into `given` when it is exactly `bytes` bytes of hex (either case).
- * The regular expression looks at the characters (it stops at the first that is not a
- * hex digit: that says nothing about the digest); Buffer's hex decoder alone would not do,
- * as it reads only the low byte of each character and stops quietly at a bad pair. Both
- * run as native code: reading the characters in JavaScript costs a megamorphic property
- * load per character, as the strings given arrive in several representations.
- */
-function decodeHex(hex: string, bytes: number): boolean {
-  if (hex.length !== 2 * bytes || bytes > given.length || !HEX_ONLY.test(hex)) return false;
-  return given.write(hex, 0, bytes, 'hex') === bytes;
-}
+/** Hex given as a string, as bytes (digests are at most 32 bytes: 64 hex digits). */
+const hexBytes = Buffer.alloc(64);
 
 /**
  * Whether `hex` (either case) spells the digest in `words` exactly; the digest is compared
- * in constant time. `bigEndian`: SHA-256's byte order; MD5's is little-endian.
+ * in constant time. `bigEndian`: SHA-256's byte order; MD5's is little-endian. The regular
+ * expression looks at the characters (it stops at the first that is not a hex digit: that
+ * says nothing about the digest), so the latin1 write that follows copies them exactly;
+ * both run as native code. Reading the characters in JavaScript cost a megamorphic
+ * property load per character, as the strings given arrive in several representations.
  */
 export function hexMatches(hex: string, words: Int32Array, bigEndian: boolean): boolean {
-  if (!decodeHex(hex, 4 * words.length)) return false;
-  let diff = 0;
-  for (let i = 0; i < words.length; i++) {
-    const w = words[i];
-    const p = 4 * i;
-    if (bigEndian) {
-      diff |= (given[p] ^ (w >>> 24)) | (given[p + 1] ^ ((w >>> 16) & 0xff)) | (given[p + 2] ^ ((w >>> 8) & 0xff)) | (given[p + 3] ^ (w & 0xff));
-    } else {
-      diff |= (given[p + 3] ^ (w >>> 24)) | (given[p + 2] ^ ((w >>> 16) & 0xff)) | (given[p + 1] ^ ((w >>> 8) & 0xff)) | (given[p] ^ (w & 0xff));
-    }
-  }
-  return diff === 0;
+  if (hex.length !== 8 * words.length || hex.length > hexBytes.length || !HEX_ONLY.test(hex)) return false;
+  hexBytes.write(hex, 0, 'latin1');
+  return hexBytesMatch(hexBytes, 0, hex.length, words, bigEndian);
 }
 
-/** hexMatches for a digest given as bytes. */
+/**
+ * hexMatches for a digest given as bytes. Not Buffer.from(hex, 'hex') alone, which reads
+ * only the low byte of each character and stops quietly at a bad pair.
+ */
 export function hexMatchesBytes(hex: string, digest: Uint8Array): boolean {
-  if (!decodeHex(hex, digest.length)) return false;
+  if (hex.length !== 2 * digest.length || hex.length > hexBytes.length || !HEX_ONLY.test(hex)) return false;
+  hexBytes.write(hex, 0, digest.length, 'hex');
   let diff = 0;
-  for (let i = 0; i < digest.length; i++) diff |= given[i] ^ digest[i];
+  for (let i = 0; i < digest.length; i++) diff |= hexBytes[i] ^ digest[i];
   return diff === 0;
 }
 
