@@ -71,16 +71,17 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       // The rest runs after this callback: the body must not stay in readBody's reused
       // buffer. Every later step reads req.body when it runs, so it gets the copy.
       keepBody(req);
-      r.catch((err: unknown) => failure(err, req)).then((later) => {
-        observeHttp(req.method, route, later.status, startedAt);
-        if (!state.aborted) writeResponse(res, later, corsFor(req.headers.origin), deps.stopping());
-      });
+      r.catch((err: unknown) => failure(err, req)).then((later) => finish(res, req, state, route, startedAt, later, false));
       return;
     }
-    observeHttp(req.method, route, r.status, startedAt);
     // Still inside the uWS callback (route handler or onData), where uWS has the socket
     // corked: the answer goes out in one send without a cork() of its own.
-    if (!state.aborted) writeResponse(res, r, corsFor(req.headers.origin), deps.stopping(), true);
+    finish(res, req, state, route, startedAt, r, true);
+  }
+
+  function finish(res: HttpResponse, req: ApiRequest, state: { aborted: boolean }, route: string, startedAt: number, r: ApiResponse, inCallback: boolean) {
+    observeHttp(req.method, route, r.status, startedAt);
+    if (!state.aborted) writeResponse(res, r, corsFor(req.headers.origin), deps.stopping(), inCallback);
   }
 
   function api(method: 'get' | 'post', pattern: string, paramCount: number, handler: ApiHandler) {
