@@ -51,6 +51,8 @@ export interface BackpressureOptions {
   metrics: MetricsSink;
   /** The shard's open sockets (scanned). */
   sockets: ReadonlyMap<string, Socket>;
+  /** Clock in ms for the scan gap (default performance.now; tests pass their own). */
+  now?: () => number;
 }
 
 /** uWS maxBackpressure for websocket.max_bytes: the hard cap per socket (see top). */
@@ -89,6 +91,7 @@ export class Backpressure {
   private readonly fullClose: BoundCounter;
   private closing: Lagging[] = [];
   private closeTimer: NodeJS.Immediate | null = null;
+  private readonly now: () => number;
 
   constructor(private readonly o: BackpressureOptions) {
     const meters = metersFor(o.metrics);
@@ -96,6 +99,7 @@ export class Backpressure {
     this.fullDrop = meters.bufferFullDrop;
     this.fullClose = o.metrics.counter('websocket_buffer_full_total', { action: 'close' });
     this.scanEvery = Math.max(1, Math.floor(o.maxBytes / 2));
+    this.now = o.now ?? (() => performance.now());
   }
 
   /** Queued bytes past which a socket is full (see top). */
@@ -138,7 +142,7 @@ export class Backpressure {
    * per socket of the shard; `force` false: skipped within SCAN_MIN_MS of the last scan.
    */
   scan(force: boolean): void {
-    const now = performance.now();
+    const now = this.now();
     if (!force && now - this.lastScan < this.scanGap) return;
     this.lastScan = now;
     this.sinceScan = 0;
@@ -151,7 +155,7 @@ export class Backpressure {
       if (queued > this.limit()) this.full(lag);
     }
     // at most SCAN_BUDGET of a core: 100,000 sockets take a few ms
-    this.scanGap = Math.max(SCAN_MIN_MS, (performance.now() - now) / SCAN_BUDGET);
+    this.scanGap = Math.max(SCAN_MIN_MS, (this.now() - now) / SCAN_BUDGET);
   }
 
   /** Per socket, from the shard's 1 s sweep. */

@@ -54,10 +54,18 @@ function socket(channels: string[], joined = true): { ws: FakeSocket; sock: Sock
   return { ws, sock: ws as unknown as Socket };
 }
 
+/** The scan gap's clock: moves only when a test moves it (a real clock made test 1 flaky). */
+const clock = { ms: 1_000, step: 0 };
+function now() {
+  clock.ms += clock.step;
+  return clock.ms;
+}
+
 function setup(action: BackpressureAction, maxBytes = 10_000, maxMessages = 1_000_000) {
   const metrics = recordingSink();
   sockets = new Map();
-  const bp = new Backpressure({ maxBytes, maxMessages, action, metrics, sockets });
+  clock.step = 0;
+  const bp = new Backpressure({ maxBytes, maxMessages, action, metrics, sockets, now });
   return { bp, metrics };
 }
 
@@ -77,12 +85,32 @@ t.test('sockets with nothing queued are read by scans only, not per publish', as
   bp.beforePublish(A, 100, '');
   t.equal(reads, 2, 'a scan once max_bytes / 2 was published');
   for (let i = 0; i < 100; i++) bp.beforePublish(A, 100, '');
+  clock.ms += 19.9;
+  bp.beforePublish(A, 5_000, '');
   t.equal(reads, 2, 'at most one scan per 20 ms');
-  await new Promise((r) => setTimeout(r, 25));
+  clock.ms += 0.1;
   ws.buffered = 3;
   bp.beforePublish(A, 100, '');
   t.equal(reads, 4, 'the bytes published meanwhile count: a scan, then the check of a lagging socket');
   t.same(bp.stats(), { lagging: 1, muted: 0 }, 'the scan flagged the socket with bytes queued');
+});
+
+t.test('a slow scan spaces the next ones out (at most 2% of the time in scans)', async (t) => {
+  const { bp } = setup('drop', 10_000);
+  const { ws } = socket(['a']);
+  let reads = 0;
+  const read = ws.getBufferedAmount.bind(ws);
+  ws.getBufferedAmount = () => { reads++; return read(); };
+  clock.step = 0.5; // each clock read moves 0.5 ms: the scan takes 0.5 ms → gap 25 ms
+  bp.beforePublish(A, 5_000, '');
+  t.equal(reads, 1, 'first scan');
+  clock.step = 0;
+  clock.ms += 24;
+  bp.beforePublish(A, 5_000, '');
+  t.equal(reads, 1, 'not 20 ms but 25 ms after a scan that took 0.5 ms');
+  clock.ms += 0.5;
+  bp.beforePublish(A, 5_000, '');
+  t.equal(reads, 2, 'scanned again once the longer gap passed');
 });
 
 t.test('drop: flagged at the sweep, muted when the next message would pass the limit, every skipped message counted, unmuted at half', async (t) => {
