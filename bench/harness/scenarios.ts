@@ -173,6 +173,26 @@ async function measurePublish(
 
 // ---- scenarios ---------------------------------------------------------------------------
 
+/** fan-out and latency: 1 channel, N subscribers; fan-out publishes at full speed, latency at a fixed rate. */
+async function oneChannel(t: RunningTarget, o: BenchOptions, latency: boolean): Promise<Result> {
+  const spec = latency ? o.latency : o.fanout;
+  const prefix = latency ? 'lat' : 'fan';
+  const rate = latency ? o.latency.rate : 0;
+  const n = spec.subs;
+  const pool = await startPool(t, o, n, { prefix, perConn: 1, mod: 1 }, latency, true, 2);
+  try {
+    const c = await pool.connect(60_000);
+    requireAll('subscribed', c.subsConfirmed, n, c.errors);
+    const r = await measurePublish(t, o, pool, {
+      rate, maxDurationMs: (o.warmupS + spec.durationS + 30) * 1000,
+      channelPrefix: `${prefix}0-`, channelCount: 1, timestamp: latency, payloadBytes: o.payloadBytes, event: 'bench',
+    }, spec.durationS, n, latency);
+    return latency ? { subscribers: n, rate, ...r } : { subscribers: n, ...r };
+  } finally {
+    await pool.close();
+  }
+}
+
 const fanout: Scenario = {
   id: 'fanout',
   title: 'fan-out: 1 channel, N subscribers, publish at full speed',
@@ -182,21 +202,7 @@ const fanout: Scenario = {
     { key: 'api_req_per_s', label: 'API req/s', better: 'higher', unit: 'rate' },
   ],
   budgetMs: (o) => (o.warmupS + o.fanout.durationS) * 1000 + 90_000,
-  async run(t, o) {
-    const n = o.fanout.subs;
-    const pool = await startPool(t, o, n, { prefix: 'fan', perConn: 1, mod: 1 }, false, true, 2);
-    try {
-      const c = await pool.connect(60_000);
-      requireAll('subscribed', c.subsConfirmed, n, c.errors);
-      const r = await measurePublish(t, o, pool, {
-        rate: 0, maxDurationMs: (o.warmupS + o.fanout.durationS + 30) * 1000,
-        channelPrefix: 'fan0-', channelCount: 1, timestamp: false, payloadBytes: o.payloadBytes, event: 'bench',
-      }, o.fanout.durationS, n, false);
-      return { subscribers: n, ...r };
-    } finally {
-      await pool.close();
-    }
-  },
+  run: (t, o) => oneChannel(t, o, false),
 };
 
 const latency: Scenario = {
@@ -209,21 +215,7 @@ const latency: Scenario = {
     { key: 'max_ms', label: 'max latency', better: 'lower', unit: 'ms' },
   ],
   budgetMs: (o) => (o.warmupS + o.latency.durationS) * 1000 + 90_000,
-  async run(t, o) {
-    const n = o.latency.subs;
-    const pool = await startPool(t, o, n, { prefix: 'lat', perConn: 1, mod: 1 }, true, true, 2);
-    try {
-      const c = await pool.connect(60_000);
-      requireAll('subscribed', c.subsConfirmed, n, c.errors);
-      const r = await measurePublish(t, o, pool, {
-        rate: o.latency.rate, maxDurationMs: (o.warmupS + o.latency.durationS + 30) * 1000,
-        channelPrefix: 'lat0-', channelCount: 1, timestamp: true, payloadBytes: o.payloadBytes, event: 'bench',
-      }, o.latency.durationS, n, true);
-      return { subscribers: n, rate: o.latency.rate, ...r };
-    } finally {
-      await pool.close();
-    }
-  },
+  run: (t, o) => oneChannel(t, o, true),
 };
 
 const channels: Scenario = {

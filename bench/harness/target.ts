@@ -5,7 +5,6 @@
 import { fork } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import type { GuardEvent, GuardMessage } from './guard';
 import { track, trackPid, untrackPid } from './procs';
@@ -57,16 +56,7 @@ export function baseEnv(): Record<string, string> {
   return env;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../test/helpers/net';
 
 function httpStatus(port: number, p: string): Promise<number> {
   return new Promise((resolve) => {

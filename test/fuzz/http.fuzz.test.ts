@@ -20,6 +20,7 @@ import { apiStringToSign, signApiQuery } from '../../src/protocol/api-auth';
 import { hmacSha256Hex, md5Hex } from '../../src/protocol/hmac';
 import { metric } from '../faults/api';
 import { getJson, livePrefixes } from './after';
+import { FuzzReport } from '../helpers/fuzz-report';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 import {
   NASTY_NUMBERS, NASTY_STRINGS, Rng, clip, deepJson, encode, fuzzCases, fuzzSeed, junkValue, mutateObject, mutateText,
@@ -491,25 +492,12 @@ function send(agent: http.Agent, port: number, c: HttpCase): Promise<Answer> {
 // ---------------------------------------------------------------------------------------
 // Checks.
 
-class Report {
-  readonly problems: string[] = [];
+class Report extends FuzzReport {
   readonly statuses = new Map<string, number>();
   readonly raw = new Map<string, number>();
   /** Signed requests answered 401 (not failures: recorded to see what the signature does not cover). */
   readonly signed401: string[] = [];
   cases = 0;
-
-  problem(p: string): void {
-    if (this.problems.length < 1000) this.problems.push(p);
-  }
-
-  count(m: Map<string, number>, k: string): void {
-    m.set(k, (m.get(k) ?? 0) + 1);
-  }
-
-  summary(m: Map<string, number>): string {
-    return [...m].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([k, v]) => `${k}: ${v}`).join(', ') || 'none';
-  }
 }
 
 /** null when a non-2xx body is {"error": "<string>"} without a stack trace or a secret. */

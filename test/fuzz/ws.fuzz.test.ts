@@ -19,6 +19,7 @@ import WebSocket from 'ws';
 import { channelAuth, userAuth } from '../../src/protocol/hmac';
 import { metric } from '../faults/api';
 import { getJson, livePrefixes } from './after';
+import { FuzzReport } from '../helpers/fuzz-report';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 import {
   NASTY_NUMBERS, NASTY_STRINGS, Rng, clip, deepJson, encode, fuzzCases, fuzzSeed, junkValue, mutateObject, mutateText,
@@ -116,8 +117,7 @@ function checkServerFrame(text: string): { problem: string | null; event?: strin
 // ---------------------------------------------------------------------------------------
 // Bookkeeping.
 
-class Report {
-  readonly problems: string[] = [];
+class Report extends FuzzReport {
   readonly errorCodes = new Map<string, number>();
   readonly closes = new Map<string, number>();
   /** Error texts by their first words (to see which checks the fuzz reached). */
@@ -125,18 +125,6 @@ class Report {
   frames = 0;
   received = 0;
   connects = 0;
-
-  problem(p: string): void {
-    if (this.problems.length < 1000) this.problems.push(p);
-  }
-
-  count(map: Map<string, number>, key: string): void {
-    map.set(key, (map.get(key) ?? 0) + 1);
-  }
-
-  summary(m: Map<string, number>): string {
-    return [...m].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}: ${v}`).join(', ') || 'none';
-  }
 }
 
 /** The first three words of an error text, odd ones (names, numbers) as '…'. */
@@ -755,9 +743,9 @@ t.test(`ws fuzz: seed ${SEED} (FUZZ_SEED=${SEED}), ${FRAME_CASES} frames on ${CO
   ]);
   const fuzzMs = Date.now() - started;
   t.comment(`${report.frames} cases (${perConn * CONNECTIONS} frames, ${CONNECT_CASES} connects) in ${fuzzMs} ms; ${report.received} frames received; ${report.connects} (re)connects`);
-  t.comment(`errors: ${report.summary(report.errorCodes)}`);
-  t.comment(`closes: ${report.summary(report.closes)}`);
-  t.comment(`error texts: ${report.summary(report.messages)}`);
+  t.comment(`errors: ${report.summary(report.errorCodes, true)}`);
+  t.comment(`closes: ${report.summary(report.closes, true)}`);
+  t.comment(`error texts: ${report.summary(report.messages, true)}`);
   t.equal(report.problems.length, 0, `no problems (first ones:\n${report.problems.slice(0, 20).join('\n')})`);
   t.ok(report.frames >= FRAME_CASES, 'every case ran');
 
