@@ -48,8 +48,6 @@ export interface MetricDef {
 export interface Scenario {
   id: string;
   title: string;
-  /** A new server for every run (memory is measured from a fresh process). */
-  freshTarget: boolean;
   metrics: MetricDef[];
   /** Upper bound of one run, for the watchdog. */
   budgetMs(o: BenchOptions): number;
@@ -196,7 +194,6 @@ async function oneChannel(t: RunningTarget, o: BenchOptions, latency: boolean): 
 const fanout: Scenario = {
   id: 'fanout',
   title: 'fan-out: 1 channel, N subscribers, publish at full speed',
-  freshTarget: false,
   metrics: [
     { key: 'delivered_per_s', label: 'delivered msgs/s', better: 'higher', unit: 'rate' },
     { key: 'api_req_per_s', label: 'API req/s', better: 'higher', unit: 'rate' },
@@ -208,7 +205,6 @@ const fanout: Scenario = {
 const latency: Scenario = {
   id: 'latency',
   title: 'latency: 1 channel, N subscribers, fixed publish rate, end-to-end latency',
-  freshTarget: false,
   metrics: [
     { key: 'p50_ms', label: 'p50 latency', better: 'lower', unit: 'ms' },
     { key: 'p99_ms', label: 'p99 latency', better: 'lower', unit: 'ms' },
@@ -221,7 +217,6 @@ const latency: Scenario = {
 const channels: Scenario = {
   id: 'channels',
   title: 'many channels: N connections each on its own channels, round-robin publishes',
-  freshTarget: false,
   metrics: [
     { key: 'delivered_per_s', label: 'delivered msgs/s', better: 'higher', unit: 'rate' },
     { key: 'subscribe_s', label: 'all subscriptions confirmed', better: 'lower', unit: 's' },
@@ -257,7 +252,6 @@ function idle(spread: 'one' | 'spread'): Scenario {
   return {
     id: spread === 'one' ? 'idle-1ch' : 'idle-spread',
     title: spread === 'one' ? 'idle connections on 1 channel' : 'idle connections spread over many channels',
-    freshTarget: true,
     metrics: [
       { key: 'rss_per_conn_kb', label: 'server RSS per connection', better: 'lower', unit: 'kb' },
       { key: 'conn_per_s', label: 'connections/s', better: 'higher', unit: 'rate' },
@@ -294,7 +288,6 @@ function idle(spread: 'one' | 'spread'): Scenario {
 const api: Scenario = {
   id: 'api',
   title: 'API only: publishes to a channel without subscribers at full speed',
-  freshTarget: false,
   metrics: [
     { key: 'api_req_per_s', label: 'API req/s', better: 'higher', unit: 'rate' },
     { key: 'api_p99_ms', label: 'API p99', better: 'lower', unit: 'ms' },
