@@ -221,7 +221,7 @@ async function main(): Promise<number> {
   // spell of this shared machine lands on both sides of that ratio more often than on
   // one (docs/performance.md, "Measuring on a noisy machine").
   const runOrder = [...targets.filter((t) => t.name !== 'soketi'), ...targets.filter((t) => t.name === 'soketi')];
-  const results = new Map<string, Result[]>();
+  const results = new Map<string, { round: number; result: Result }[]>();
   const errors = new Map<string, string[]>();
   const key = (sc: Scenario, t: TargetDef): string => `${sc.id}\u0000${t.name}`;
   for (let r = 0; r < opts.runs; r++) {
@@ -242,7 +242,7 @@ async function main(): Promise<number> {
           // Numbers from a server that died on the way are not a result.
           const died = current.exitReport();
           if (died !== null) throw new Error(`the server died during the run: ${died}`);
-          results.get(k)!.push(res);
+          results.get(k)!.push({ round: r + 1, result: res });
           const shown = sc.metrics.map((m) => `${m.key}=${res[m.key]}`).join(' ');
           log(`  ${sc.id} × ${tdef.name} (run ${r + 1}): ${shown}`);
         } catch (err) {

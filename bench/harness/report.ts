@@ -10,6 +10,8 @@ export interface TargetSummary {
   ok_runs: number;
   median: Result;
   per_run: Result[];
+  /** The round (1-based) of each entry of per_run: runs of one round ran seconds apart. */
+  rounds: number[];
   errors: string[];
 }
 
@@ -29,11 +31,11 @@ export function medians(runs: Result[]): Result {
   return out;
 }
 
-export function summarise(scenario: Scenario, target: { name: string; label: string }, runs: Result[], errors: string[]): TargetSummary {
+export function summarise(scenario: Scenario, target: { name: string; label: string }, runs: { round: number; result: Result }[], errors: string[]): TargetSummary {
   return {
     scenario: scenario.id, target: target.name, label: target.label,
     runs: runs.length + errors.length, ok_runs: runs.length,
-    median: medians(runs), per_run: runs, errors,
+    median: medians(runs.map((r) => r.result)), per_run: runs.map((r) => r.result), rounds: runs.map((r) => r.round), errors,
   };
 }
 
@@ -60,21 +62,44 @@ function fmt(v: number | undefined, unit: MetricDef['unit']): string {
   }
 }
 
-function ratio(a: number | undefined, b: number | undefined): string {
-  if (a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0) return '–';
-  return `${(a / b).toFixed(2)}×`;
+/**
+ * The median over rounds of a's value ÷ b's in the same round (rounds where both ran);
+ * NaN when no round has both.
+ */
+export function roundRatio(a: TargetSummary | undefined, b: TargetSummary | undefined, key: string): number {
+  if (!a || !b) return NaN;
+  const ratios: number[] = [];
+  a.rounds.forEach((round, i) => {
+    const j = b.rounds.indexOf(round);
+    const x = a.per_run[i][key];
+    const y = j < 0 ? NaN : b.per_run[j][key];
+    if (Number.isFinite(x) && Number.isFinite(y) && y !== 0) ratios.push(x / y);
+  });
+  return median(ratios);
+}
+
+/** "median of per-round ratios (ratio of the medians)", e.g. "1.01× (0.85×)". */
+function ratioCell(a: TargetSummary | undefined, b: TargetSummary | undefined, key: string): string {
+  const x = a?.median[key];
+  const y = b?.median[key];
+  const ofMedians = x === undefined || y === undefined || !Number.isFinite(x) || !Number.isFinite(y) || y === 0 ? NaN : x / y;
+  const perRound = roundRatio(a, b, key);
+  const show = (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)}×` : '–');
+  return Number.isFinite(perRound) || Number.isFinite(ofMedians) ? `${show(perRound)} (${show(ofMedians)})` : '–';
 }
 
 /**
  * | scenario | metric | <targets…> | ringcast-N / soketi | ringcast-N / ceiling |
  * Ratios are ringcast ÷ other for every metric: above 1 is better for "higher" metrics,
- * below 1 is better for "lower" ones (the metric column says which).
+ * below 1 is better for "lower" ones (the metric column says which). Each cell gives the
+ * median of the per-round ratios (the two runs seconds apart) and, in brackets, the
+ * ratio of the two medians (runs minutes apart when the machine's speed drifts).
  */
 export function markdownTable(scenarios: Scenario[], summaries: TargetSummary[], targets: { name: string; label: string }[]): string {
   const rc = targets.filter((t) => t.name.startsWith('ringcast'));
   const others = ['soketi', 'ceiling'].filter((n) => targets.some((t) => t.name === n));
   const head = ['scenario', 'metric', ...targets.map((t) => t.label)];
-  for (const o of others) for (const r of rc) head.push(`${r.name} / ${o}`);
+  for (const o of others) for (const r of rc) head.push(`${r.name} / ${o} per round (of medians)`);
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
   for (const sc of scenarios) {
     const byTarget = new Map(summaries.filter((s) => s.scenario === sc.id).map((s) => [s.target, s]));
@@ -82,7 +107,7 @@ export function markdownTable(scenarios: Scenario[], summaries: TargetSummary[],
     for (const m of sc.metrics) {
       const val = (t: string): number | undefined => byTarget.get(t)?.median[m.key];
       const row = [sc.id, `${m.label} (${m.better} is better)`, ...targets.map((t) => fmt(val(t.name), m.unit))];
-      for (const o of others) for (const r of rc) row.push(ratio(val(r.name), val(o)));
+      for (const o of others) for (const r of rc) row.push(ratioCell(byTarget.get(r.name), byTarget.get(o), m.key));
       lines.push(`| ${row.join(' | ')} |`);
     }
   }
