@@ -46,7 +46,12 @@ function fail(error: string, status: 401 | 400 = 401): ApiAuthResult {
 
 /** METHOD\nPATH\nQUERY over params (keys already lowercased); auth_signature is left out. */
 export function apiStringToSign(method: string, path: string, params: ReadonlyMap<string, string>): string {
-  return method.toUpperCase() + '\n' + path + '\n' + signedQuery(params);
+  return toSign(method, path, signedQuery(params));
+}
+
+/** METHOD\nPATH\nQUERY from the QUERY part. */
+function toSign(method: string, path: string, query: string): string {
+  return method.toUpperCase() + '\n' + path + '\n' + query;
 }
 
 /** The QUERY part of the string to sign. */
@@ -190,14 +195,13 @@ export function verifyAnyLayout(req: SignedRequest, lookupSecret: (authKey: stri
     return fail('body_md5 does not match the body');
   }
 
-  const method = req.method.toUpperCase();
-  const toSign = method + '\n' + req.path + '\n' + parsed.signed;
-  if (hmacSha256Matches(secret, toSign, signature)) return { ok: true, authKey, params: parsed.rest };
+  const signed = toSign(req.method, req.path, parsed.signed);
+  if (hmacSha256Matches(secret, signed, signature)) return { ok: true, authKey, params: parsed.rest };
   const alt = decodedPath(req.path);
-  if (alt !== null && hmacSha256Matches(secret, method + '\n' + alt + '\n' + parsed.signed, signature)) {
+  if (alt !== null && hmacSha256Matches(secret, toSign(req.method, alt, parsed.signed), signature)) {
     return { ok: true, authKey, params: parsed.rest };
   }
-  return fail(`Invalid signature: expected HMAC-SHA256 hex of the string to sign ${JSON.stringify(toSign)}`);
+  return fail(`Invalid signature: expected HMAC-SHA256 hex of the string to sign ${JSON.stringify(signed)}`);
 }
 
 /**

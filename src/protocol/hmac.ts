@@ -86,7 +86,7 @@ export function hmacSha256Hex(secret: string, data: string): string {
 /** Whether `hex` (either case) is the HMAC-SHA256 of `data`, compared in constant time. */
 export function hmacSha256Matches(secret: string, data: string, hex: string): boolean {
   const long = hmac(secret, data);
-  return long === null ? hexMatches(hex, sha, true) : hexEquals(hex, long);
+  return long === null ? hexMatches(hex, sha, true) : hexMatchesBytes(hex, long);
 }
 
 /**
@@ -112,18 +112,9 @@ export function md5Hex(data: string | Buffer): string {
 
 /** Whether `hex` (either case) is the MD5 of `data`, compared in constant time. */
 export function md5Matches(data: Buffer, hex: string): boolean {
-  if (data.length > JS_MD5_MAX) return hexEquals(hex, oneShot('md5', data, 'buffer') as Buffer);
+  if (data.length > JS_MD5_MAX) return hexMatchesBytes(hex, oneShot('md5', data, 'buffer') as Buffer);
   md5Into(data, data.length, md);
   return hexMatches(hex, md, false);
-}
-
-/**
- * Whether `hex` (either case) spells exactly `digest`, compared in constant time. Not
- * Buffer.from(hex, 'hex'), which reads only the low byte of each character (so 'š',
- * U+0161, passes for '1') and stops quietly at the first pair that is not hex.
- */
-export function hexEquals(hex: string, digest: Uint8Array): boolean {
-  return hexMatchesBytes(hex, digest);
 }
 
 /**
