@@ -8,7 +8,10 @@ import type { Logger } from 'pino';
 import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
+import { Bus } from './bus/bus';
+import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
 import { ConnectionCounters } from './channels/counters';
+import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
 import type { Config } from './config/types';
 import { createLogger } from './log';
@@ -49,6 +52,17 @@ export interface RunningServer {
   testCrashShard?(shard: number, how?: 'timer' | 'ws_message'): Promise<{ socketIdPrefix: string }>;
   /** Tests only (RINGCAST_TEST_HOOKS=1): the socket_id prefix of each shard index, now. */
   testShardPrefixes?(): string[];
+  /**
+   * The primary's end of the bus as a bridge to other processes (start()'s `bridge`
+   * option; the cluster adapters use it): publish into this process's shards, receive the
+   * local API and client events. null when not asked for.
+   */
+  readonly bridge: Bridge | null;
+}
+
+export interface StartOptions {
+  /** Shards hand every local API and client event to the primary (RunningServer.bridge). */
+  bridge?: boolean;
 }
 
 export class ListenError extends Error {
@@ -146,6 +160,9 @@ async function stopShards(handles: ShardHandle[], graceMs: number, log: Logger):
 type ShardBase = Omit<ShardInit, 'shardId' | 'socketIdPrefix' | 'restoreFrom'>;
 
 interface Started {
+  /** The primary's end of the mesh (thread index = shards). */
+  bus: Bus;
+  endpoint: PrimaryEndpoint;
   /** Current shard thread per index (a restart replaces its entry). */
   handles: ShardHandle[];
   port: number;
@@ -155,15 +172,25 @@ interface Started {
   usedPrefixes: Set<string>;
 }
 
-async function startOnce(config: Config, port: number, testHooks: boolean, log: Logger): Promise<Started | null> {
+async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger): Promise<Started | null> {
   const shards = config.workers;
   const topology: BusTopology = createTopology(shards + 1, config.bus.ring_bytes, config.bus.max_spill_bytes, createRingBuffer, createDoorbell);
   const counters = ConnectionCounters.allocate(config.apps.length);
   const ratelimit = allocateRateLimiterMemory(config);
+  const interest = allocateInterest(shards);
+  // The primary is the last endpoint of the mesh: it publishes into the shards (by
+  // interest) and receives what they hand it (channels/bridge.ts).
+  const bus = new Bus(shards, topology);
+  const endpoint = createPrimaryEndpoint({ bus, interest, shards, log });
+  bus.start({
+    onPublish: (f) => endpoint.received(f),
+    onControl: (msg) => log.warn({ type: msg.type }, 'primary: unexpected control message from a shard'),
+    onError: (err, type) => log.error({ err, frameType: type }, 'primary: bus frame handler failed'),
+  });
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, shards, topology, counters, ratelimit, port, testHooks };
+  const base: ShardBase = { config, shards, topology, counters, ratelimit, interest, bridge, port, testHooks };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {
@@ -172,8 +199,9 @@ async function startOnce(config: Config, port: number, testHooks: boolean, log: 
     readies.push(ready);
   }
   const results = await Promise.all(readies);
-  if (results.every((r) => r.type === 'ready')) return { handles, port, base, prefixes: ids, usedPrefixes };
+  if (results.every((r) => r.type === 'ready')) return { bus, endpoint, handles, port, base, prefixes: ids, usedPrefixes };
   await stopShards(handles, 2000, log);
+  bus.stop();
   return null;
 }
 
@@ -191,7 +219,8 @@ async function startOnce(config: Config, port: number, testHooks: boolean, log: 
 //     listener is already closed when `crashed` arrives) and a new socket_id prefix; it
 //     rebuilds its records from the `restore` messages waiting in its rings and posts
 //     `restored`.
-// The primary itself holds no Bus; if it ever does, it must rewire its own ends in step 2.
+// The primary's own bus end is rewired in step 2 as well, and the dead shard's interest
+// bits are cleared (its replacement starts with no subscription).
 
 /** How long a survivor may take to answer `rewire`, and a replacement to rebuild, before the restart goes on. */
 const REWIRE_TIMEOUT_MS = 2000;
@@ -283,6 +312,8 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
     for (let attempt = 1; attempt <= RESTART_ATTEMPTS && !stopping; attempt++) {
       const t0 = Date.now();
       renewRings(topo, i, base.config.bus.ring_bytes);
+      started.bus.rewire(i, topo.rings[topo.threads - 1][i]!, topo.rings[i][topo.threads - 1]!, topo.doorbells[i]);
+      new Interest(base.interest, base.shards, -1).clearShard(i);
       const survivors: number[] = [];
       handles.forEach((h, j) => { if (j !== i && !dying.has(h)) survivors.push(j); });
       const acks = await Promise.all(survivors.map((j) => {
@@ -340,7 +371,7 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
 }
 
 /** Starts every shard on the configured port (0: a free one is picked) and resolves when all listen. */
-export async function start(config: Config, log: Logger = createLogger(config.log, { thread: 'primary' })): Promise<RunningServer> {
+export async function start(config: Config, log: Logger = createLogger(config.log, { thread: 'primary' }), opts: StartOptions = {}): Promise<RunningServer> {
   assertSupported(config);
   // A configured Redis for the rate limiter must answer now (RateLimiterUnavailable if not).
   await checkRateLimiter(config);
@@ -351,7 +382,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   const testHooks = process.env.RINGCAST_TEST_HOOKS === '1';
   for (let i = 0; i < attempts; i++) {
     const port = config.port === 0 ? await freePort(config.host) : config.port;
-    const started = await startOnce(config, port, testHooks, log);
+    const started = await startOnce(config, port, testHooks, opts.bridge === true, log);
     if (!started) continue;
     let metricsServer: MetricsServer | null = null;
     if (primaryMetrics) {
@@ -364,6 +395,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         });
       } catch (err) {
         await stopShards(started.handles, config.shutdown_grace_period, log);
+        started.bus.stop();
         throw new ListenError(`could not listen on ${m.host}:${m.port} for metrics: ${(err as Error).message}`);
       }
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
@@ -375,6 +407,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       port,
       metricsPort: metricsServer?.port ?? null,
       config,
+      bridge: opts.bridge ? started.endpoint : null,
       testPauseBus(shard: number, ms: number) {
         const h = started.handles[shard];
         if (!testHooks || !h) {
@@ -413,6 +446,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets
           .then(() => {
+          started.bus.stop();
           log.info('ringcast stopped');
         });
         return stopping;

@@ -149,18 +149,41 @@ export class Bus {
    * nowhere (so a 503 means no subscriber got it). The frame is encoded once.
    */
   publishAll(app: string, channel: string, except: string, message: Uint8Array): void {
-    const shards = this.topo.threads - 1;
+    const shards: number[] = [];
+    for (let s = 0; s < this.topo.threads - 1; s++) shards.push(s);
+    this.publishTo(shards, app, channel, except, message);
+  }
+
+  /**
+   * A publish to the listed threads (this one included: a direct call, last). All or
+   * nothing: every ring is asked first, and BusFullError is thrown having written nowhere.
+   */
+  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array): void {
     let payload: Uint8Array | null = null;
-    for (let to = 0; to < shards; to++) {
-      if (to === this.self) continue;
+    let self = false;
+    for (let i = 0; i < targets.length; i++) {
+      const to = targets[i];
+      if (to === this.self) { self = true; continue; }
       if (this.stopped) throw new BusFullError(to);
       payload ??= encodePublish(app, channel, except, message);
       if (!this.writers[to]!.wouldTake(payload.length)) throw new BusFullError(to);
     }
-    for (let to = 0; to < shards; to++) {
-      if (to === this.self) this.publish(to, app, channel, except, message);
-      else if (!this.writers[to]!.write(FrameType.Publish, this.stamp(payload!))) throw new BusFullError(to); // not after wouldTake
+    if (payload !== null) {
+      for (let i = 0; i < targets.length; i++) {
+        const to = targets[i];
+        if (to === this.self) continue;
+        // a fresh stamp per ring: each frame is stamped just before it is written
+        if (!this.writers[to]!.write(FrameType.Publish, this.stamp(payload))) throw new BusFullError(to); // not after wouldTake
+      }
     }
+    if (self) this.publish(this.self, app, channel, except, message);
+  }
+
+  /** Room for `frames` more frames of `bytes` payload bytes in all to thread `to` (ring + spill)? */
+  hasRoom(to: number, bytes: number, frames: number): boolean {
+    if (to === this.self) return true;
+    if (this.stopped) return false;
+    return this.writers[to]!.wouldTake(bytes + (frames - 1) * 8);
   }
 
   /**

@@ -3,6 +3,7 @@
 // occupied / vacated and presence member_added / member_removed.
 
 import type { ChannelInfo, PresenceJoinReply } from '../bus/messages';
+import { channelHash } from './topic';
 
 export interface OwnerEvents {
   occupied(app: string, channel: string): void;
@@ -213,19 +214,7 @@ export class OwnerStore {
   }
 }
 
-/** FNV-1a over app and channel: which shard owns a channel. */
+/** Which shard owns a channel (FNV-1a of app and channel, channels/topic.ts). */
 export function ownerOf(app: string, channel: string, shards: number): number {
-  if (shards === 1) return 0;
-  let h = 0x811c9dc5;
-  for (let i = 0; i < app.length; i++) {
-    h ^= app.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  h ^= 0;
-  h = Math.imul(h, 0x01000193);
-  for (let i = 0; i < channel.length; i++) {
-    h ^= channel.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0) % shards;
+  return shards === 1 ? 0 : channelHash(app, channel) % shards;
 }

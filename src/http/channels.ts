@@ -36,7 +36,7 @@ export async function getChannels(deps: ApiDeps, app: AppConfig, params: Readonl
   const info = parseInfo(params.get('info'), ['user_count']);
   if (!(info instanceof Set)) return info;
   const prefix = params.get('filter_by_prefix') ?? '';
-  const list = await deps.channelList(app, prefix);
+  const list = await deps.directory.list(app.id, prefix);
   if (info.has('user_count') && list.some(([name]) => !isPresence(name))) {
     return jsonError(400, 'user_count can only be requested for presence channels: add filter_by_prefix=presence-');
   }
@@ -60,7 +60,7 @@ export async function getChannel(deps: ApiDeps, app: AppConfig, rawName: string,
   }
   // Both questions go to the channel's owner; cache.driver `none`: never an entry.
   const [r, cached] = await Promise.all([
-    deps.channelInfo(app, channel),
+    deps.directory.info(app.id, channel),
     info.has('cache') && deps.cache ? deps.cache.lookup(app.id, channel) : null,
   ]);
   const body: Record<string, unknown> = { occupied: r.occupied };
@@ -78,6 +78,6 @@ export async function getUsers(deps: ApiDeps, app: AppConfig, rawName: string): 
   const channel = decodeChannel(app, rawName);
   if (typeof channel !== 'string') return channel;
   if (!isPresence(channel)) return jsonError(400, 'users can only be listed for presence channels');
-  const members = await deps.members(app, channel);
+  const members = await deps.directory.members(app.id, channel);
   return { status: 200, body: { users: members.map(([id]) => ({ id })) } };
 }

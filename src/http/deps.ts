@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import type { AppRegistry } from '../apps/registry';
-import type { ChannelInfo } from '../bus/messages';
 import type { CacheChannels } from '../channels/cache';
-import type { AppConfig, Config } from '../config/types';
-import type { Fanout } from '../shard/fanout';
+import type { ChannelDirectory } from '../channels/directory';
+import type { Publisher } from '../channels/publisher';
+import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
 import type { RateLimiter } from '../ratelimit/types';
 
@@ -11,7 +11,10 @@ import type { RateLimiter } from '../ratelimit/types';
 export interface ApiDeps {
   config: Config;
   apps: AppRegistry;
-  fanout: Fanout;
+  /** Every API event goes out through it (channels/publisher.ts). */
+  publisher: Publisher;
+  /** Channel questions (info, list, members) and terminate_connections (channels/directory.ts). */
+  directory: ChannelDirectory;
   log: Logger;
   metrics: MetricsSink;
   /** Rate limits of the limited endpoints (see http/ratelimit.ts). */
@@ -20,12 +23,4 @@ export interface ApiDeps {
   cache?: CacheChannels | null;
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
-  /** Asks the channel's owner shard. */
-  channelInfo(app: AppConfig, channel: string): Promise<ChannelInfo>;
-  /** Scatter-gather over every shard: occupied channels with this prefix. */
-  channelList(app: AppConfig, prefix: string): Promise<[string, number | null][]>;
-  /** Closes (4009) every socket signed in as this user, on every shard. Throws BusFullError. */
-  terminateUser(app: AppConfig, userId: string): void;
-  /** Presence members of a channel as [user_id, user_info]. */
-  members(app: AppConfig, channel: string): Promise<[unknown, unknown][]>;
 }

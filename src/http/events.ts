@@ -1,9 +1,10 @@
 // POST /apps/{id}/events and /apps/{id}/batch_events: validate everything first, then
-// serialise each message once and hand it to every shard (publish frames).
+// serialise each message once and hand them to the publish pipeline, all or nothing.
 
+import type { Outgoing } from '../channels/publisher';
 import type { AppConfig } from '../config/types';
 import { BusFullError } from '../bus/bus';
-import { isPresence, validateChannelName, validateEventName } from '../protocol/channels';
+import { isPresence, isServerToUser, validateChannelName, validateEventName } from '../protocol/channels';
 import { metersFor } from '../metrics/meters';
 import { isClientEvent } from '../protocol/events';
 import { frame } from '../protocol/frames';
@@ -87,19 +88,16 @@ function isParsed(x: ParsedEvent | ApiResponse): x is ParsedEvent {
   return (x as ParsedEvent).channels !== undefined;
 }
 
-function publish(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): void {
+/** The messages of one event: one per channel, serialised once each. */
+function messagesOf(app: AppConfig, ev: ParsedEvent, into: Outgoing[]): Outgoing[] {
   for (const channel of ev.channels) {
-    const message = frame(ev.name, ev.data, channel);
-    // Cache channels: the owner hears of it before the publish frames go out, so every
-    // later subscriber gets the event live or as the replay (channels/cache.ts).
-    const ttl = deps.cache ? deps.cache.ttl(channel) : null;
-    if (ttl !== null) deps.cache!.remember(app.id, channel, message, ttl);
-    deps.fanout.broadcast(app.id, channel, ev.socketId, message);
+    into.push({ kind: isServerToUser(channel) ? 'user' : 'api', app: app.id, channel, except: ev.socketId, message: frame(ev.name, ev.data, channel) });
   }
+  return into;
 }
 
 async function channelInfo(deps: ApiDeps, app: AppConfig, channel: string, info: ReadonlySet<string>): Promise<Record<string, number>> {
-  const r = await deps.channelInfo(app, channel);
+  const r = await deps.directory.info(app.id, channel);
   const out: Record<string, number> = {};
   if (info.has('subscription_count')) out.subscription_count = r.subscription_count;
   if (info.has('user_count') && isPresence(channel)) out.user_count = r.user_count ?? 0;
@@ -131,7 +129,8 @@ export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePr
   return then(limitBackendEvents(deps, app, ev.channels.length), (overRate) => {
     if (overRate) return overRate;
     try {
-      publish(deps, app, ev);
+      // All channels or none: a 503 has delivered nothing (channels/publisher.ts).
+      deps.publisher.publish(messagesOf(app, ev, []));
     } catch (err) {
       return busy(deps, err);
     }
@@ -163,7 +162,10 @@ export function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Ma
   return then(limitBackendEvents(deps, app, events.reduce((n, ev) => n + ev.channels.length, 0)), (overRate) => {
     if (overRate) return overRate;
     try {
-      for (const ev of events) publish(deps, app, ev);
+      // The whole batch or nothing: a 503 has delivered no event of it.
+      const msgs: Outgoing[] = [];
+      for (const ev of events) messagesOf(app, ev, msgs);
+      deps.publisher.publish(msgs);
     } catch (err) {
       return busy(deps, err);
     }

@@ -15,7 +15,7 @@ export async function terminateConnections(deps: ApiDeps, app: AppConfig, rawUse
   }
   if (userId.length === 0) return jsonError(400, 'user id is empty');
   try {
-    deps.terminateUser(app, userId);
+    deps.directory.terminateUser(app.id, userId);
   } catch (err) {
     if (err instanceof BusFullError) return jsonError(503, 'server busy: internal queues are full, retry later');
     throw err;

@@ -182,7 +182,7 @@ export class Meters {
   }
 
   /** A frame was refused because a ring and its spill queue were full. */
-  busFullAt(source: 'api' | 'client_event' | 'member_event'): void {
+  busFullAt(source: 'api' | 'client_event' | 'member_event' | 'owner'): void {
     let c = this.busFull.get(source);
     if (c === undefined) {
       c = this.sink.counter('bus_full_total', { source });

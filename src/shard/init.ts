@@ -11,6 +11,14 @@ export interface ShardInit {
   topology: BusTopology;
   /** ConnectionCounters memory (one Int32 per app). */
   counters: SharedArrayBuffer;
+  /** Interest routing table (channels/interest.ts): which shards have subscribers of a channel. */
+  interest: SharedArrayBuffer;
+  /**
+   * The primary bridges this process to others (a cluster adapter, or start()'s `bridge`
+   * option): local API and client events are also written to the primary (thread index
+   * `shards`) by the pipeline's adapter-out stage (channels/bridge.ts).
+   */
+  bridge: boolean;
   /** The memory rate limiter's process-wide state (ratelimit/memory.ts); null for other drivers. */
   ratelimit: SharedArrayBuffer | null;
   port: number;

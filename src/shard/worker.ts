@@ -5,29 +5,28 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import uWS, { type TemplatedApp, type us_listen_socket } from 'uWebSockets.js';
 import { AppRegistry } from '../apps/registry';
-import { Bus, BusFullError } from '../bus/bus';
-import type { ChannelInfo, ControlMsg } from '../bus/messages';
+import { Bus } from '../bus/bus';
+import type { ControlMsg } from '../bus/messages';
 import { CacheChannels, CacheStore } from '../channels/cache';
 import { ConnectionCounters } from '../channels/counters';
-import { OwnerStore, ownerOf } from '../channels/owner';
-import type { AppConfig } from '../config/types';
+import { bridgeOut } from '../channels/bridge';
+import { createBusDirectory } from '../channels/directory';
+import { Interest } from '../channels/interest';
+import { createOwnerService, isOwnerMsg } from '../channels/owner-service';
+import { createPublisher } from '../channels/publisher';
 import { registerRoutes } from '../http/router';
 import { deepFreeze } from '../config';
 import { createLogger } from '../log';
 import { createRateLimiter, STARTUP_TIMEOUT_MS } from '../ratelimit';
-import { metersFor } from '../metrics/meters';
 import { PromMetrics } from '../metrics/registry';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { ErrorCode } from '../protocol/codes';
-import { Ev, outName } from '../protocol/events';
-import { frame } from '../protocol/frames';
+import { outName } from '../protocol/events';
 import { Backpressure } from '../ws/backpressure';
 import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
 import type { Socket } from '../ws/types';
 import { createFailover } from './failover';
-import { Fanout, topicOf } from './fanout';
-import { isPresence } from '../protocol/channels';
 import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
 
 const init = workerData as ShardInit;
@@ -48,7 +47,6 @@ const sockets = new Map<string, Socket>();
 const bus = new Bus(shardId, init.topology);
 const promMetrics = config.metrics.enabled ? new PromMetrics(config.metrics.prefix) : null;
 const metrics: MetricsSink = promMetrics ?? noMetrics;
-const meters = metersFor(metrics);
 const backpressure = new Backpressure({
   maxBytes: config.websocket.max_bytes,
   maxMessages: config.websocket.max_messages,
@@ -56,120 +54,37 @@ const backpressure = new Backpressure({
   metrics,
   sockets,
 });
-const fanout = new Fanout(bus, uws, sockets, metrics, backpressure);
 const counters = new ConnectionCounters(init.counters);
 /** memory driver: maps the primary's buffer, so its limits are per process (ratelimit/memory.ts). */
 const limiter = createRateLimiter(config, { memory: init.ratelimit, log });
 /** Cache channels (channels/cache.ts): the entries of the channels this shard owns; off with cache.driver `none`. */
-const cacheStore = new CacheStore();
-const cache = config.cache.driver === 'memory' ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null;
-if (cache) cacheStore.startSweep(30_000);
-
-function broadcastSafe(app: string, channel: string, except: string, message: string) {
-  try {
-    fanout.broadcast(app, channel, except, message);
-  } catch (err) {
-    if (err instanceof BusFullError) meters.busFullAt('member_event');
-    log.error({ err, channel }, 'member event not delivered: internal queue full');
-  }
-}
-
-/**
- * A presence member event decided by this owner: a `member` control to every shard (this
- * one included), which frames it for its local subscribers and updates its shadow member
- * set of the channel (channels/rebuild.ts: what a restarted owner's rebuild compares).
- */
-function memberEvent(op: 'added' | 'removed', app: string, channel: string, userId: unknown, userInfo: unknown, except: string): void {
-  const msg: ControlMsg = { type: 'member', op, app, channel, userId, userInfo, except };
-  for (let s = 0; s < shards; s++) {
-    try {
-      bus.control(s, msg);
-    } catch (err) {
-      if (err instanceof BusFullError) meters.busFullAt('member_event');
-      log.error({ err, channel, shard: s }, 'member event not delivered: internal queue full');
-    }
-  }
-}
-
-function deliverMember(m: Extract<ControlMsg, { type: 'member' }>): void {
-  failover.shadows.apply(m.app, m.channel, m.op, m.userId);
-  const data = m.op === 'added' ? { user_id: m.userId, user_info: m.userInfo } : { user_id: m.userId };
-  const bytes = Buffer.from(frame(out(m.op === 'added' ? Ev.MemberAdded : Ev.MemberRemoved), JSON.stringify(data), m.channel));
-  fanout.deliverLocal({ app: m.app, channel: m.channel, except: m.except, message: bytes });
-}
-
-/** presence_members of a channel this shard owns, after a member change. */
-function presenceMembers(app: string, channel: string): void {
-  if (meters.enabled) metrics.set('presence_members', { app_id: app, channel }, owner.info(app, channel).user_count ?? 0);
-}
-
-/**
- * pusher_internal:subscription_count for apps with subscription_count_events: at most one
- * per channel every 250 ms (coalesced), from the owner, on non-presence channels.
- */
-const countTimers = new Map<string, NodeJS.Timeout>();
-function subscriptionCountChanged(app: string, channel: string): void {
-  if (!apps.byId(app)?.subscription_count_events || isPresence(channel)) return;
-  const key = topicOf(app, channel);
-  if (countTimers.has(key)) return;
-  const timer = setTimeout(() => {
-    countTimers.delete(key);
-    const n = owner.info(app, channel).subscription_count;
-    if (n > 0) broadcastSafe(app, channel, '', frame(out(Ev.SubscriptionCount), JSON.stringify({ subscription_count: n }), channel));
-  }, 250);
-  timer.unref();
-  countTimers.set(key, timer);
-}
-
-const owner = new OwnerStore(shards, {
-  countChanged: (app, channel) => subscriptionCountChanged(app, channel),
-  occupied: (app, channel) => {
-    meters.app(app).channelsActive.inc();
-    log.debug({ app, channel }, 'channel occupied');
-  },
-  vacated: (app, channel) => {
-    meters.app(app).channelsActive.dec();
-    if (meters.enabled && channel.startsWith('presence-')) metrics.remove('presence_members', { app_id: app, channel });
-    log.debug({ app, channel }, 'channel vacated');
-  },
-  memberAdded: (app, channel, userId, userInfo, except) => {
-    presenceMembers(app, channel);
-    memberEvent('added', app, channel, userId, userInfo, except);
-  },
-  memberRemoved: (app, channel, userId) => {
-    presenceMembers(app, channel);
-    memberEvent('removed', app, channel, userId, null, '');
-  },
-  restored: (app) => meters.app(app).channelsActive.inc(),
+const cacheStore = config.cache.driver === 'memory' ? new CacheStore() : null;
+const cache = cacheStore ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null;
+cacheStore?.startSweep(30_000);
+/** Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts). */
+const interest = new Interest(init.interest, shards, shardId);
+const publisher = createPublisher({
+  bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log, out,
+  onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
+  // the primary is thread `shards` of the mesh (bus/topology.ts)
+  stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [] },
+});
+const directory = createBusDirectory({ bus, shards, log, metrics });
+const owner = createOwnerService({
+  shards, apps, publisher, cacheStore, log, metrics, out,
+  defaultMaxMembers: config.presence.max_members_per_channel,
+  reply: (to, req, body) => bus.reply(to, req, body),
 });
 
 function onControl(msg: ControlMsg, from: number): void {
   if (failover.defer(msg, from)) return; // a replacement shard still rebuilding its records
+  if (isOwnerMsg(msg)) return owner.handle(msg, from);
   switch (msg.type) {
-    case 'sub':
-      return owner.sub(msg.app, msg.channel, msg.shard, msg.delta);
-    case 'presence_join': {
-      const app = apps.byId(msg.app);
-      const max = app ? app.max_presence_members_per_channel : config.presence.max_members_per_channel;
-      return bus.reply(from, msg.req, owner.join(msg.app, msg.channel, from, msg.socketId, msg.userId, msg.userInfo, max));
-    }
-    case 'presence_leave':
-      return owner.leave(msg.app, msg.channel, msg.shard, msg.userKey);
-    case 'channel_info':
-      return bus.reply(from, msg.req, owner.info(msg.app, msg.channel));
-    case 'channels_list':
-      return bus.reply(from, msg.req, owner.list(msg.app, msg.prefix));
-    case 'members':
-      return bus.reply(from, msg.req, owner.members(msg.app, msg.channel));
     case 'terminate_user':
       terminateUser(sockets.values(), msg.app, msg.userId, out);
       return;
-    case 'cache_set':
-      return cacheStore.set(msg.app, msg.channel, msg.message, msg.ttl);
-    case 'cache_get':
-      return bus.reply(from, msg.req, cacheStore.get(msg.app, msg.channel));
     case 'member':
-      return deliverMember(msg);
+      return publisher.deliverMember(msg);
     case 'restore':
       return failover.restore(msg, from);
     case 'reply':
@@ -180,7 +95,7 @@ function onControl(msg: ControlMsg, from: number): void {
 // Crash handling, rewiring to a restarted peer, the rebuild of a replacement (shard/failover.ts).
 // Before bus.start: a replacement finds its `restore` messages already in its rings.
 const failover = createFailover({
-  init, bus, owner, sockets, log, post, onControl,
+  init, bus, owner: owner.store, sockets, log, post, onControl,
   stopping: () => stopping,
   closeEverything: () => {
     stopping = true; // closing sockets send no unsub / presence_leave: the rebuild accounts for them
@@ -198,7 +113,7 @@ const failover = createFailover({
 
 let socketSeq = 0;
 const behavior = createWsBehavior({
-  config, apps, shardId, shards, bus, fanout, counters, sockets, uws, log, metrics, limiter, out, backpressure,
+  config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log, metrics, limiter, out, backpressure,
   shadows: failover.shadows,
   cache,
   stopping: () => stopping,
@@ -217,29 +132,14 @@ uws.ws('/app/:key', behavior);
 // After uws.ws(): uWS's publish segfaults on an App with no WebSocket route yet, and a
 // replacement shard (failover.ts) finds member events and publishes already in its rings.
 bus.start({
-  onPublish: (f) => {
-    cache?.delivered(f);
-    fanout.deliverLocal(f);
-  },
+  onPublish: publisher.deliver,
   onControl,
   onError: (err, type) => log.error({ err, frameType: type }, 'bus frame handler failed'),
 });
 
 registerRoutes(uws, {
-  config, apps, fanout, log, metrics, limiter, cache,
+  config, apps, publisher, directory, log, metrics, limiter, cache,
   stopping: () => stopping,
-  channelInfo: (app: AppConfig, channel: string) =>
-    bus.request<ChannelInfo>(ownerOf(app.id, channel, shards), { type: 'channel_info', app: app.id, channel }),
-  channelList: async (app: AppConfig, prefix: string) => {
-    const parts = await Promise.all(Array.from({ length: shards }, (_, s) =>
-      bus.request<[string, number | null][]>(s, { type: 'channels_list', app: app.id, prefix })));
-    return parts.flat();
-  },
-  terminateUser: (app: AppConfig, userId: string) => {
-    for (let s = 0; s < shards; s++) bus.control(s, { type: 'terminate_user', app: app.id, userId });
-  },
-  members: (app: AppConfig, channel: string) =>
-    bus.request<[unknown, unknown][]>(ownerOf(app.id, channel, shards), { type: 'members', app: app.id, channel }),
 });
 
 const sweepTimer = setInterval(() => behavior.sweep(Date.now()), 1000);

@@ -37,7 +37,7 @@
 // Direct sends (protocol replies, pings) are not channel messages: uWS bounds them natively.
 
 import { ErrorCode } from '../protocol/codes';
-import { topicOf } from '../shard/fanout';
+import { topicOf } from '../channels/topic';
 import { metersFor } from '../metrics/meters';
 import type { BoundCounter, MetricsSink } from '../metrics/types';
 import type { Socket, SocketData } from './types';

@@ -1,7 +1,7 @@
 // client-* events: a subscriber of a private or presence channel talks to the other
 // subscribers. Refusals are pusher:error 4301 with the channel; the socket stays open.
 
-import { BusFullError } from '../bus/bus';
+import { BusFullError } from '../bus/errors';
 import { metersFor } from '../metrics/meters';
 import { ErrorCode } from '../protocol/codes';
 import { Ev } from '../protocol/events';
@@ -62,7 +62,7 @@ export function createClientEvents(deps: WsDeps) {
     if (sub.type === 'presence') out += ',"user_id":' + JSON.stringify(sub.userId);
     out += '}';
     try {
-      deps.fanout.broadcast(app.id, channel, d.id, out);
+      deps.publisher.publishOne({ kind: 'client', app: app.id, channel, except: d.id, message: out });
     } catch (err) {
       if (!(err instanceof BusFullError)) throw err;
       meters.busFullAt('client_event');

@@ -1,9 +1,10 @@
 import type { Logger } from 'pino';
 import type { TemplatedApp } from 'uWebSockets.js';
 import type { AppRegistry } from '../apps/registry';
-import type { Bus } from '../bus/bus';
 import type { Config } from '../config/types';
-import type { Fanout } from '../shard/fanout';
+import type { ChannelDirectory } from '../channels/directory';
+import type { Interest } from '../channels/interest';
+import type { Publisher } from '../channels/publisher';
 import type { CacheChannels } from '../channels/cache';
 import type { ConnectionCounters } from '../channels/counters';
 import type { PresenceShadows } from '../channels/rebuild';
@@ -17,9 +18,12 @@ export interface WsDeps {
   config: Config;
   apps: AppRegistry;
   shardId: number;
-  shards: number;
-  bus: Bus;
-  fanout: Fanout;
+  /** Every message to a channel's subscribers goes out through it (channels/publisher.ts). */
+  publisher: Publisher;
+  /** Subscription notices to, and questions for, the channels' owners (channels/directory.ts). */
+  directory: ChannelDirectory;
+  /** This shard's bit of interest routing: kept in step with the sockets' subscription records. */
+  interest: Interest;
   counters: ConnectionCounters;
   /** This shard's open sockets by socket_id. */
   sockets: Map<string, Socket>;

@@ -8,7 +8,7 @@ import { Ev } from '../protocol/events';
 import { errorFrame, frame } from '../protocol/frames';
 import { verifyUserAuth } from '../protocol/hmac';
 import { SERVER_TO_USER_PREFIX } from '../protocol/channels';
-import { topicOf } from '../shard/fanout';
+import { topicOf } from '../channels/topic';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData } from './types';
 
@@ -34,8 +34,12 @@ export function createSignin(deps: WsDeps) {
     const id = user?.id;
     if (typeof id !== 'string' || id.length === 0) return fail(ws, 'Signin failed: user_data needs an "id" string');
     if (d.userId !== null && d.userId !== id) return fail(ws, 'Signin failed: this connection is signed in as another user');
-    d.userId = id;
-    ws.subscribe(topicOf(app.id, SERVER_TO_USER_PREFIX + id));
+    if (d.userId === null) {
+      d.userId = id;
+      // interest before the topic: '#server-to-user-<id>' publishes find this shard (channels/interest.ts)
+      deps.interest.add(app.id, SERVER_TO_USER_PREFIX + id);
+      ws.subscribe(topicOf(app.id, SERVER_TO_USER_PREFIX + id));
+    }
     ws.send(frame(deps.out(Ev.SigninSuccess), { user_data: userData }), false);
   };
 }

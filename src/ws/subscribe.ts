@@ -6,16 +6,15 @@
 // later member event reach the client in one order (per-pair FIFO owner → this shard).
 
 import type { AppConfig } from '../config/types';
-import { BusPeerRestartedError } from '../bus/bus';
-import type { PresenceJoinReply } from '../bus/messages';
-import { ownerOf, userKey } from '../channels/owner';
+import { BusPeerRestartedError } from '../bus/errors';
+import { userKey } from '../channels/owner';
+import { topicOf } from '../channels/topic';
 import { metersFor } from '../metrics/meters';
-import { channelType, type ChannelType, isServerToUser, serverToUserId, validateChannelName } from '../protocol/channels';
+import { channelType, type ChannelType, isServerToUser, SERVER_TO_USER_PREFIX, serverToUserId, validateChannelName } from '../protocol/channels';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { verifyChannelAuth } from '../protocol/hmac';
 import type { SubscriptionErrorType } from '../protocol/codes';
-import { topicOf } from '../shard/fanout';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
 
@@ -40,9 +39,22 @@ const PLAIN: Readonly<Record<Exclude<ChannelType, 'presence'>, Subscription>> = 
 };
 
 export function createSubscriptions(deps: WsDeps): Subscriptions {
-  const { bus, shards, shardId } = deps;
-  const ownerFor = (app: AppConfig, channel: string) => ownerOf(app.id, channel, shards);
+  const { directory, interest } = deps;
   const meters = metersFor(deps.metrics);
+
+  /**
+   * The socket's subscription record of a channel, and this shard's interest in the
+   * channel with it: set before anything about the subscription shows outside this shard
+   * (channels/interest.ts, invariant 3).
+   */
+  function track(d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
+    d.channels.set(channel, sub);
+    interest.add(app.id, channel);
+  }
+
+  function untrack(d: SocketData, app: AppConfig, channel: string) {
+    if (d.channels.delete(channel)) interest.remove(app.id, channel);
+  }
 
   function subscriptionError(ws: Socket, channel: string, type: SubscriptionErrorType, error: string, status: number) {
     const appId = ws.getUserData().app!.id;
@@ -73,19 +85,12 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
 
   /** Tells the owner a subscription went away (best effort: a full queue is logged). */
   function release(app: AppConfig, channel: string, socketId: string, sub: Subscription) {
-    const owner = ownerFor(app, channel);
     if (sub.type === 'presence') {
       meters.presenceLeaves.inc();
       deps.shadows?.left(app.id, channel);
-    }
-    try {
-      if (sub.type === 'presence') {
-        bus.control(owner, { type: 'presence_leave', app: app.id, channel, socketId, userKey: sub.userKey!, shard: shardId });
-      } else {
-        bus.control(owner, { type: 'sub', app: app.id, channel, shard: shardId, delta: -1 });
-      }
-    } catch (err) {
-      deps.log.error({ err, channel }, 'could not tell the channel owner about an unsubscribe');
+      directory.leave(app.id, channel, socketId, sub.userKey!);
+    } else {
+      directory.unsubscribe(app.id, channel);
     }
   }
 
@@ -122,21 +127,18 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         `user_info is ${infoBytes} bytes, more than the ${app.max_presence_member_size_in_kb} KB allowed`, 4301);
     }
     const sub: Subscription = { type: 'presence', userKey: userKey(uid), userId: uid, userInfo: parsed.user_info, joined: false };
-    d.channels.set(channel, sub);
-    const owner = ownerFor(app, channel);
+    track(d, app, channel, sub);
     // retry: the owner shard crashed before answering; ask its replacement once (the
     // request then waits behind the rebuild there, see channels/rebuild.ts).
-    const ask = (retry: boolean): void => void bus.request<PresenceJoinReply>(owner, {
-      type: 'presence_join', app: app.id, channel, socketId: d.id, userId: uid, userInfo: parsed.user_info,
-    }).then((reply) => {
+    const ask = (retry: boolean): void => void directory.join(app.id, channel, d.id, uid, parsed.user_info).then((reply) => {
       const current = !d.closed && d.channels.get(channel) === sub;
       if (!current) {
         // Closed or unsubscribed while the owner answered: undo the join.
-        if (reply.ok) bus.control(owner, { type: 'presence_leave', app: app.id, channel, socketId: d.id, userKey: sub.userKey!, shard: shardId });
+        if (reply.ok) directory.leave(app.id, channel, d.id, sub.userKey!);
         return;
       }
       if (!reply.ok) {
-        d.channels.delete(channel);
+        untrack(d, app, channel);
         return subscriptionError(ws, channel, reply.type, reply.error, reply.status);
       }
       sub.joined = true;
@@ -152,7 +154,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (retry && err instanceof BusPeerRestartedError && !d.closed && d.channels.get(channel) === sub) return ask(false);
       deps.log.error({ err, channel }, 'presence join failed');
       if (!d.closed && d.channels.get(channel) === sub) {
-        d.channels.delete(channel);
+        untrack(d, app, channel);
         ws.cork(() => subscriptionError(ws, channel, 'LimitReached', 'server busy, try again', 4100));
       }
     });
@@ -162,7 +164,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
   function resendSucceeded(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
     if (sub.type !== 'presence') return succeeded(ws, channel, '{}');
     if (!sub.joined) return; // the answer to the first subscribe is on its way
-    bus.request<[unknown, unknown][]>(ownerFor(app, channel), { type: 'members', app: app.id, channel })
+    directory.members(app.id, channel)
       .then((members) => {
         if (!d.closed && d.channels.get(channel) === sub) ws.cork(() => succeeded(ws, channel, presenceData(members)));
       }, (err: Error) => deps.log.warn({ err, channel }, 'member snapshot for a repeated subscribe failed'));
@@ -205,15 +207,11 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       // channel replays a cache, which tells its subscriptions apart by identity.
       const sub: Subscription = deps.cache && deps.cache.ttl(channel) !== null
         ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
-      d.channels.set(channel, sub);
+      track(d, app, channel, sub);
       ws.subscribe(topicOf(app.id, channel));
       meters.app(app.id).subscription(type).inc();
       succeeded(ws, channel, '{}');
-      try {
-        bus.control(ownerFor(app, channel), { type: 'sub', app: app.id, channel, shard: shardId, delta: 1 });
-      } catch (err) {
-        deps.log.error({ err, channel }, 'could not tell the channel owner about a subscribe');
-      }
+      directory.subscribe(app.id, channel);
       replayCache(ws, d, app, channel, sub);
     },
 
@@ -221,17 +219,22 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (typeof channel !== 'string') return;
       const sub = d.channels.get(channel);
       if (!sub) return;
-      d.channels.delete(channel);
+      untrack(d, d.app!, channel);
       ws.unsubscribe(topicOf(d.app!.id, channel));
       if (sub.joined) release(d.app!, channel, d.id, sub);
     },
 
     dropAll(d) {
-      if (!d.app || deps.stopping()) return;
+      const app = d.app;
+      if (!app) return;
+      // Interest always goes with the records; the owners are not told when the shard stops.
+      const tell = !deps.stopping();
       for (const [channel, sub] of d.channels) {
-        if (sub.joined) release(d.app, channel, d.id, sub);
+        interest.remove(app.id, channel);
+        if (tell && sub.joined) release(app, channel, d.id, sub);
       }
       d.channels.clear();
+      if (d.userId !== null) interest.remove(app.id, SERVER_TO_USER_PREFIX + d.userId);
     },
   };
 }

@@ -7,7 +7,7 @@ import { registerRoutes } from '../../src/http/router';
 import { noMetrics } from '../../src/metrics/types';
 import { signApiQuery } from '../../src/protocol/api-auth';
 import type { Decision, RateLimiter } from '../../src/ratelimit/types';
-import type { Fanout } from '../../src/shard/fanout';
+import type { Outgoing, Publisher } from '../../src/channels/publisher';
 
 // A one-chunk body is read into a buffer that the next request reuses (http/request.ts
 // readBody). An answer that has to wait (here: a rate limiter that answers later, as the
@@ -27,11 +27,11 @@ t.test('requests whose answers wait each publish their own body', async (t) => {
     close: async () => undefined,
   };
   const published: string[] = [];
-  const fanout = { broadcast: (_app: string, _ch: string, _ex: string, m: string | Uint8Array) => published.push(String(m)) } as unknown as Fanout;
+  const publisher = { publish: (msgs: Outgoing[]) => { for (const m of msgs) published.push(m.message); } } as unknown as Publisher;
   const routes = new Map<string, (res: HttpResponse, req: HttpRequest) => void>();
   const app = new Proxy({}, { get: (_, method: string) => (pattern: string, h: (res: HttpResponse, req: HttpRequest) => void) => { routes.set(`${method} ${pattern}`, h); return app; } }) as TemplatedApp;
   const deps = {
-    config, apps: new AppRegistry(config.apps), fanout, log: { error: () => undefined } as unknown as ApiDeps['log'], metrics: noMetrics,
+    config, apps: new AppRegistry(config.apps), publisher, log: { error: () => undefined } as unknown as ApiDeps['log'], metrics: noMetrics,
     limiter: later, cache: null, stopping: () => false,
   } as unknown as ApiDeps;
   registerRoutes(app, deps);

@@ -6,7 +6,7 @@ import t from 'tap';
 import { Backpressure, type BackpressureAction } from '../../src/ws/backpressure';
 import type { BoundCounter, BoundGauge, Labels, MetricsSink } from '../../src/metrics/types';
 import type { Socket, SocketData, Subscription } from '../../src/ws/types';
-import { topicOf } from '../../src/shard/fanout';
+import { topicOf } from '../../src/channels/topic';
 
 /** A sink that adds up counters by name{labels}. */
 function recordingSink(): MetricsSink & { counts: Map<string, number> } {

@@ -1,0 +1,69 @@
+// The primary thread as a bus endpoint: the bridge between this process and the others
+// (the cluster adapters), and the way any non-shard thread publishes into the shards.
+//
+//   shard ──(adapter-out stage: local api/client events)──▶ primary ──▶ adapter transport
+//   adapter transport ──▶ primary ──(publish pipeline, interest routing)──▶ shards
+//
+// Only messages made in this process go out (the stage sees a shard's outbound pipeline;
+// what the primary publishes goes straight to the shards' inbound side), so a message
+// never loops back to the cluster.
+
+import type { Logger } from 'pino';
+import type { PublishFrame } from '../bus/messages';
+import { Interest } from './interest';
+import { createPublisher, type OutboundStage, type Outgoing, type PipelineBus } from './publisher';
+
+/** Adapter-out stage of a shard: a copy of each local API and client event to the primary. */
+export function bridgeOut(bus: PipelineBus, primary: number): OutboundStage {
+  const to = [primary];
+  return {
+    out(m: Outgoing): boolean {
+      // member events and subscription counts are decided per node by the owners; cluster
+      // presence carries them (adapter/), not this copy
+      if (m.kind === 'api' || m.kind === 'client' || m.kind === 'user') {
+        bus.publishTo(to, m.app, m.channel, m.except, Buffer.from(m.message));
+      }
+      return false; // the local shards get it as well
+    },
+  };
+}
+
+export interface Bridge {
+  /**
+   * Publishes a message made elsewhere (another node) to this process's subscribers of the
+   * channel: written to every shard with interest. Throws BusFullError (sent nowhere).
+   */
+  publish(app: string, channel: string, except: string, message: string): void;
+  /** Receives each local API and client event the shards hand to the primary. */
+  onLocal(handler: (f: PublishFrame) => void): void;
+}
+
+export interface PrimaryEndpoint extends Bridge {
+  /** Bus handler of the primary: a frame a shard wrote to it. */
+  received(f: PublishFrame): void;
+}
+
+export function createPrimaryEndpoint(deps: { bus: PipelineBus; interest: SharedArrayBuffer; shards: number; log: Logger }): PrimaryEndpoint {
+  const publisher = createPublisher({
+    bus: deps.bus,
+    interest: new Interest(deps.interest, deps.shards, -1),
+    shards: deps.shards,
+    uws: null,
+    sockets: new Map(),
+    log: deps.log,
+    out: (e) => e,
+  });
+  let handler: ((f: PublishFrame) => void) | null = null;
+  return {
+    publish(app, channel, except, message) {
+      publisher.publishOne({ kind: 'api', app, channel, except, message });
+    },
+    onLocal(h) {
+      handler = h;
+    },
+    received(f) {
+      if (handler) handler(f);
+      else deps.log.warn({ channel: f.channel }, 'a shard bridged a publish but nothing consumes it on the primary');
+    },
+  };
+}

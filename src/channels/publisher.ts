@@ -1,0 +1,256 @@
+// The publish pipeline: every message to a channel's subscribers goes through here — API
+// events and batches, client events, presence member events, subscription counts and
+// server-to-user messages — out of the thread that made it, and into each shard that
+// delivers it.
+//
+//   outbound (the thread that made the message)
+//     validate ─▶ cache remember ─▶ [delta route] ─▶ [adapter out] ─▶ bus (shards with interest)
+//   inbound (each shard the frame reaches)
+//     cache delivered ─▶ backpressure guard ─▶ [filter visitor] ─▶ native uWS publish
+//
+// The bracketed stages are slots (OutboundStage, InboundStage), empty until the delta
+// worker, the cluster adapters and tag filters fill them. Bytes are produced once per
+// publish; each shard hands them to uWS's native topic publish, so JavaScript never loops
+// over plain subscribers. A publish is written only to the shards that have a subscriber
+// of its channel (channels/interest.ts).
+
+import type { Logger } from 'pino';
+import type { TemplatedApp } from 'uWebSockets.js';
+import { BusFullError } from '../bus/errors';
+import { publishFrameBytes, type ControlMsg, type PublishFrame } from '../bus/messages';
+import { metersFor, type Meters } from '../metrics/meters';
+import { noMetrics, type MetricsSink } from '../metrics/types';
+import { Ev } from '../protocol/events';
+import { frame } from '../protocol/frames';
+import type { CacheChannels } from './cache';
+import type { Interest } from './interest';
+import { ownerOf } from './owner';
+import { topicOf } from './topic';
+
+/** What a message is: only `api` events are cached (cache channels) and counted as API publishes. */
+export type MessageKind = 'api' | 'client' | 'member' | 'count' | 'user';
+
+export interface Outgoing {
+  kind: MessageKind;
+  app: string;
+  channel: string;
+  /** socket_id that must not receive it, or ''. */
+  except: string;
+  /** The serialised client frame ({"event","channel","data",…}). */
+  message: string;
+}
+
+/** What the pipeline needs of the bus (bus/bus.ts). */
+export interface PipelineBus {
+  readonly self: number;
+  /** All or nothing over `targets` (BusFullError, written nowhere). `self` may be a target. */
+  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array): void;
+  control(to: number, msg: ControlMsg): void;
+  /** Room for `frames` more frames of `bytes` payload bytes in all to thread `to` (ring + spill)? */
+  hasRoom(to: number, bytes: number, frames: number): boolean;
+}
+
+/** A slot between the cache and the bus (delta route, adapter out). */
+export interface OutboundStage {
+  /** Sees each message on its way out; returns true when it took it over (the bus step is skipped). */
+  out(msg: Outgoing): boolean;
+}
+
+/** A slot before the native publish (filter visitor). */
+export interface InboundStage {
+  /** Returns true when it delivered the frame itself (uWS's native publish is skipped). */
+  deliver(f: PublishFrame, topic: string): boolean;
+}
+
+/** Sees every local publish before uWS does (the slow-consumer watch, ws/backpressure.ts). */
+export interface PublishGuard {
+  beforePublish(topic: string, bytes: number, except: string): void;
+}
+
+/** What the inbound side needs of a local socket (a uWS WebSocket; ws/types.ts). */
+export interface LocalSocket {
+  getUserData(): { closed: boolean };
+  isSubscribed(topic: string): boolean;
+  publish(topic: string, message: Uint8Array, isBinary: boolean): boolean;
+}
+
+export interface PublisherDeps {
+  bus: PipelineBus;
+  interest: Interest;
+  shards: number;
+  /** The shard's uWS app and sockets (inbound); a thread without sockets passes null. */
+  uws: TemplatedApp | null;
+  sockets: ReadonlyMap<string, LocalSocket>;
+  cache?: CacheChannels | null;
+  guard?: PublishGuard | null;
+  metrics?: MetricsSink;
+  log: Logger;
+  /** Outgoing event name with the configured prefix. */
+  out(canonical: string): string;
+  /** Sees each member event this shard delivers (the shadow member sets, channels/rebuild.ts). */
+  onMember?(m: MemberMsg): void;
+  stages?: { delta?: OutboundStage[]; adapter?: OutboundStage[]; filter?: InboundStage[] };
+}
+
+export type MemberMsg = Extract<ControlMsg, { type: 'member' }>;
+
+export interface Publisher {
+  /**
+   * Sends every message to the subscribers of its channel in the process. All or nothing:
+   * when any shard's queue cannot take its part, throws BusFullError having sent nothing
+   * (no cache entry stored either).
+   */
+  publish(msgs: readonly Outgoing[]): void;
+  /** publish([msg]) without the array. */
+  publishOne(msg: Outgoing): void;
+  /** A presence member event decided by the owner: to every shard with subscribers of the channel (best effort, logged). */
+  member(m: MemberMsg): void;
+  /** A publish frame reached this shard: hand it to uWS (inbound stages first). */
+  deliver(f: PublishFrame): void;
+  /** A member event reached this shard: frame it for the local subscribers. */
+  deliverMember(m: MemberMsg): void;
+}
+
+/** Largest frame encoded into the reused buffer (bigger ones get a Buffer of their own). */
+const MAX_SCRATCH = 1024 * 1024;
+const NO_STAGES: never[] = [];
+
+export function createPublisher(deps: PublisherDeps): Publisher {
+  const { bus, interest, shards, uws, sockets, log } = deps;
+  const cache = deps.cache ?? null;
+  const guard = deps.guard ?? null;
+  const meters: Meters = metersFor(deps.metrics ?? noMetrics);
+  const outStages: OutboundStage[] = [...(deps.stages?.delta ?? NO_STAGES), ...(deps.stages?.adapter ?? NO_STAGES)];
+  const filters: InboundStage[] = deps.stages?.filter ?? NO_STAGES;
+  let scratch = Buffer.allocUnsafe(16 * 1024);
+  const targetBuf: number[] = [];
+  /** True while a publish from `scratch` / `targetBuf` is under way (a nested one allocates). */
+  let busy = false;
+
+  function validate(m: Outgoing): void {
+    // The publish frame's header fields (bus/messages.ts): a caller bug, not a client's.
+    if (m.except.length > 255) throw new RangeError(`socket_id to exclude is too long (${m.except.length})`);
+  }
+
+  /** True when a stage took the message over. */
+  function stagesTake(m: Outgoing): boolean {
+    for (let i = 0; i < outStages.length; i++) if (outStages[i].out(m)) return true;
+    return false;
+  }
+
+  function cacheTtl(m: Outgoing): number | null {
+    return cache !== null && m.kind === 'api' ? cache.ttl(m.channel) : null;
+  }
+
+  /** The hot path: one message, no cache entry. */
+  function one(m: Outgoing): void {
+    validate(m);
+    if (outStages.length > 0 && stagesTake(m)) return;
+    const nested = busy;
+    const targets = interest.targets(m.app, m.channel, nested ? [] : targetBuf);
+    if (targets.length === 0) return;
+    const message = m.message;
+    // Encoded into a reused buffer: uWS copies what it publishes and the bus copies what it
+    // keeps, so the bytes are only needed during the call. A Buffer per publish cost a slice
+    // of Node's 8 KiB pool and a malloc'd pool every few dozen (docs/performance.md). A
+    // publish made while one is delivering (a slow consumer closed during a publish, its
+    // presence member_removed) gets its own Buffer.
+    if (nested || 3 * message.length > MAX_SCRATCH) {
+      bus.publishTo(targets, m.app, m.channel, m.except, Buffer.from(message));
+      return;
+    }
+    if (3 * message.length > scratch.length) scratch = Buffer.allocUnsafe(Math.min(MAX_SCRATCH, Math.max(3 * message.length, 2 * scratch.length)));
+    const n = scratch.write(message, 0, 'utf8');
+    busy = true;
+    try {
+      bus.publishTo(targets, m.app, m.channel, m.except, scratch.subarray(0, n));
+    } finally {
+      busy = false;
+    }
+  }
+
+  interface Planned { m: Outgoing; bytes: Buffer; targets: number[]; ttl: number | null }
+
+  /** Several messages (or a cached one): check every queue first, then send. */
+  function many(msgs: readonly Outgoing[]): void {
+    const plan: Planned[] = [];
+    const need = new Map<number, { bytes: number; frames: number }>();
+    const add = (to: number, bytes: number) => {
+      if (to === bus.self) return; // delivered by a direct call
+      const n = need.get(to);
+      if (n) { n.bytes += bytes; n.frames++; } else need.set(to, { bytes, frames: 1 });
+    };
+    for (const m of msgs) {
+      validate(m);
+      const ttl = cacheTtl(m);
+      const targets = interest.targets(m.app, m.channel, []);
+      const bytes = Buffer.from(m.message);
+      plan.push({ m, bytes, targets, ttl });
+      // The cache entry travels as a control frame (JSON): its size is bounded by 2 × the message + 200.
+      if (ttl !== null) add(ownerOf(m.app, m.channel, shards), 2 * bytes.length + 200);
+      const frameBytes = publishFrameBytes(m.app, m.channel, m.except, bytes.length);
+      for (const t of targets) add(t, frameBytes);
+    }
+    for (const [to, n] of need) if (!bus.hasRoom(to, n.bytes, n.frames)) throw new BusFullError(to);
+    for (const p of plan) {
+      // Cache channels: the owner hears of it before the publish frames go out, so every
+      // later subscriber gets the event live or as the replay (channels/cache.ts).
+      if (p.ttl !== null) cache!.remember(p.m.app, p.m.channel, p.m.message, p.ttl);
+      if (outStages.length > 0 && stagesTake(p.m)) continue;
+      if (p.targets.length > 0) bus.publishTo(p.targets, p.m.app, p.m.channel, p.m.except, p.bytes);
+    }
+  }
+
+  function deliver(f: PublishFrame): void {
+    cache?.delivered(f);
+    const topic = topicOf(f.app, f.channel);
+    guard?.beforePublish(topic, f.message.length, f.except);
+    for (let i = 0; i < filters.length; i++) if (filters[i].deliver(f, topic)) return;
+    if (uws === null) return;
+    if (f.except) {
+      const sender = sockets.get(f.except);
+      // ws.publish skips the publishing socket natively. It publishes nothing at all
+      // when that socket has never subscribed to any topic (uWS: no subscriber record),
+      // e.g. a presence joiner whose member_added goes out before its own subscribe;
+      // a socket not subscribed to this topic cannot receive it anyway.
+      if (sender && !sender.getUserData().closed && sender.isSubscribed(topic)) {
+        sender.publish(topic, f.message, false);
+        // messages_sent_total counts what is handed to uWS (sockets over their
+        // backpressure limit skip it inside uWS, uncounted).
+        if (meters.enabled) meters.delivered(f.app, f.message, uws.numSubscribers(topic) - 1);
+        return;
+      }
+    }
+    uws.publish(topic, f.message, false);
+    if (meters.enabled) meters.delivered(f.app, f.message, uws.numSubscribers(topic));
+  }
+
+  return {
+    publish(msgs) {
+      if (msgs.length === 1 && cacheTtl(msgs[0]) === null) one(msgs[0]);
+      else if (msgs.length > 0) many(msgs);
+    },
+    publishOne(m) {
+      if (cacheTtl(m) === null) one(m);
+      else many([m]);
+    },
+    member(m) {
+      // A fresh target list: a member event can be decided while a publish is delivering.
+      for (const s of interest.targets(m.app, m.channel, [])) {
+        try {
+          bus.control(s, m);
+        } catch (err) {
+          if (err instanceof BusFullError) meters.busFullAt('member_event');
+          log.error({ err, channel: m.channel, shard: s }, 'member event not delivered: internal queue full');
+        }
+      }
+    },
+    deliver,
+    deliverMember(m) {
+      deps.onMember?.(m);
+      const data = m.op === 'added' ? { user_id: m.userId, user_info: m.userInfo } : { user_id: m.userId };
+      const bytes = Buffer.from(frame(deps.out(m.op === 'added' ? Ev.MemberAdded : Ev.MemberRemoved), JSON.stringify(data), m.channel));
+      deliver({ app: m.app, channel: m.channel, except: m.except, message: bytes });
+    },
+  };
+}
