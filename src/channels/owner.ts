@@ -68,11 +68,12 @@ export class OwnerStore {
     }
     m.conns++;
     m.byShard.set(shard, (m.byShard.get(shard) ?? 0) + 1);
+    // Counted first: a channel is occupied before its first member is added (webhook order).
+    this.count(app, channel, rec, shard, 1);
     if (m.conns === 1) this.events.memberAdded(app, channel, userId, userInfo, socketId);
     // The snapshot includes the joining user: pusher-js expects `me` in the member list.
     const snapshot: [unknown, unknown][] = [];
     for (const mem of members.values()) snapshot.push([mem.id, mem.info]);
-    this.count(app, channel, rec, shard, 1);
     return { ok: true, members: snapshot };
   }
 
