@@ -3,6 +3,7 @@
 // occupied / vacated and presence member_added / member_removed.
 
 import type { ChannelInfo, PresenceJoinReply } from '../bus/messages';
+import { SubscriptionStatus } from '../protocol/codes';
 import { channelHash } from './topic';
 
 export interface OwnerEvents {
@@ -57,7 +58,7 @@ export class OwnerStore {
     const key = userKey(userId);
     const known = existing?.members?.get(key);
     if (!known && existing?.members && existing.members.size >= maxMembers) {
-      return { ok: false, type: 'LimitReached', status: 4100, error: `presence channel ${channel} is full (${maxMembers} members)` };
+      return { ok: false, type: 'LimitReached', status: SubscriptionStatus.MemberLimit, error: `presence channel ${channel} is full (${maxMembers} members)` };
     }
     const rec = existing ?? this.ensure(app, channel, true);
     const members = rec.members ?? (rec.members = new Map());

@@ -6,7 +6,6 @@
 //   - received frames with another name → 'other', unparseable frames → 'malformed'.
 // A name chosen by a client never becomes a label value.
 
-import type { Socket } from '../ws/types';
 import { ErrorCode } from '../protocol/codes';
 import { Ev, isClientEvent, outName } from '../protocol/events';
 import { noMetrics, type BoundCounter, type BoundGauge, type MetricsSink } from './types';
@@ -157,21 +156,20 @@ export class Meters {
   }
 
   /**
-   * ws.send of one protocol frame to one socket, counted: messages_sent_total{event},
-   * bytes, and a drop (uWS status 2: over the backpressure limit). Returns uWS's status.
+   * One protocol frame of `bytes` bytes was handed to one socket with uWS status `status`:
+   * messages_sent_total{event} and bytes, or a drop (status 2: over the backpressure limit).
+   * The sending itself is ws/send.ts's (metrics/ sends nothing).
    */
-  send(ws: Socket, appId: string, canonicalEvent: string, text: string): number {
-    const status = ws.send(text, false);
-    if (!this.enabled) return status;
+  sent(appId: string, canonicalEvent: string, status: number, bytes: number): void {
+    if (!this.enabled) return;
     if (status === 2) {
       this.sendErrors.inc();
       this.dropped.inc();
       this.bufferFullDrop.inc();
-      return status;
+      return;
     }
     this.app(appId).sent(canonicalEvent).inc();
-    this.bytesSent.inc(Buffer.byteLength(text));
-    return status;
+    this.bytesSent.inc(bytes);
   }
 
   /** A publish frame was handed to uWS for `n` local subscribers. */

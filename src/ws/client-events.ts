@@ -8,6 +8,7 @@ import { Ev } from '../protocol/events';
 import { errorFrame } from '../protocol/frames';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData } from './types';
+import { sendFrame } from './send';
 
 export interface ClientFrame {
   event: string;
@@ -19,7 +20,7 @@ export function createClientEvents(deps: WsDeps) {
   const meters = metersFor(deps.metrics);
 
   function refuse(ws: Socket, message: string, channel?: string) {
-    meters.send(ws, ws.getUserData().app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.ClientEventRefused, message, channel));
+    sendFrame(meters, ws, ws.getUserData().app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.ClientEventRefused, message, channel));
   }
 
   /** Returns a refusal message, or null when this socket may send one more event now. */

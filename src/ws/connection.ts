@@ -13,6 +13,7 @@ import type { WsDeps } from './deps';
 import { createSignin } from './signin';
 import { createSubscriptions } from './subscribe';
 import type { Socket, SocketData } from './types';
+import { sendFrame } from './send';
 
 const decoder = new TextDecoder();
 
@@ -56,14 +57,14 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     meters.app(d.app!.id).rateLimited('websocket').inc();
     if (d.wsCount === wsMax! + 1) {
       const secs = Math.max(1, Math.ceil((d.wsWindowStart + wsWindowMs - now) / 1000));
-      meters.send(ws, d.app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.RateLimited,
+      sendFrame(meters, ws, d.app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.RateLimited,
         `Rate limit exceeded: at most ${wsMax} messages per ${config.rate_limiter.websocket.window_seconds} s; messages are dropped for ${secs} s`));
     }
     return true;
   }
 
   function malformed(ws: Socket, message: string) {
-    meters.send(ws, ws.getUserData().app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.Malformed, message));
+    sendFrame(meters, ws, ws.getUserData().app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.Malformed, message));
   }
 
   /** A frame without a usable event name: counted as received{event="malformed"}. */
@@ -86,7 +87,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     if (meters.enabled) meters.app(d.app!.id).received(receivedLabel(event)).inc();
     switch (event) {
       case Ev.Ping:
-        return void meters.send(ws, d.app!.id, Ev.Pong, frame(deps.out(Ev.Pong), {}));
+        return void sendFrame(meters, ws, d.app!.id, Ev.Pong, frame(deps.out(Ev.Pong), {}));
       case Ev.Pong:
         return;
       case Ev.Subscribe: {
@@ -176,7 +177,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
         const appId = d.app?.id ?? '';
         meters.app(appId).connectionError(refuseReason(d.refuse.code)).inc();
         ws.cork(() => {
-          meters.send(ws, appId, Ev.Error, errorFrame(deps.out(Ev.Error), d.refuse!.code, d.refuse!.message));
+          sendFrame(meters, ws, appId, Ev.Error, errorFrame(deps.out(Ev.Error), d.refuse!.code, d.refuse!.message));
           // The close reason is the short ASCII text of the code: the detailed message can
           // hold the key as given, and uWS cuts reasons at 123 bytes, possibly inside a
           // UTF-8 character (the client then sees 1006, not the code).
@@ -189,7 +190,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       const am = meters.app(d.app!.id);
       am.connectionsTotal.inc();
       am.connectionsActive.inc();
-      meters.send(ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
+      sendFrame(meters, ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
     },
 
     message(ws, message) {
@@ -236,7 +237,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
           }
         } else if (now - d.lastSeen >= activityMs) {
           d.pingSentAt = now;
-          meters.send(ws, d.app!.id, Ev.Ping, frame(deps.out(Ev.Ping), {}));
+          sendFrame(meters, ws, d.app!.id, Ev.Ping, frame(deps.out(Ev.Ping), {}));
         }
       }
     },

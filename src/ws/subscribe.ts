@@ -14,9 +14,10 @@ import { channelType, type ChannelType, isServerToUser, SERVER_TO_USER_PREFIX, s
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { verifyChannelAuth } from '../protocol/hmac';
-import type { SubscriptionErrorType } from '../protocol/codes';
+import { ErrorCode, SubscriptionStatus, type SubscriptionErrorType } from '../protocol/codes';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
+import { sendFrame } from './send';
 
 interface SubscribeData {
   channel?: unknown;
@@ -59,11 +60,11 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
   function subscriptionError(ws: Socket, channel: string, type: SubscriptionErrorType, error: string, status: number) {
     const appId = ws.getUserData().app!.id;
     meters.app(appId).subscriptionError(type).inc();
-    meters.send(ws, appId, Ev.SubscriptionError, frame(deps.out(Ev.SubscriptionError), { type, error, status }, channel));
+    sendFrame(meters, ws, appId, Ev.SubscriptionError, frame(deps.out(Ev.SubscriptionError), { type, error, status }, channel));
   }
 
   function succeeded(ws: Socket, channel: string, data: string) {
-    meters.send(ws, ws.getUserData().app!.id, Ev.SubscriptionSucceeded, frame(deps.out(Ev.SubscriptionSucceeded), data, channel));
+    sendFrame(meters, ws, ws.getUserData().app!.id, Ev.SubscriptionSucceeded, frame(deps.out(Ev.SubscriptionSucceeded), data, channel));
   }
 
   /**
@@ -77,8 +78,8 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     cache.forReplay(app.id, channel).then((r) => {
       if (d.closed || d.channels.get(channel) !== sub || r.kind === 'live') return;
       ws.cork(() => {
-        if (r.kind === 'hit') meters.send(ws, app.id, 'api-event', r.message);
-        else meters.send(ws, app.id, Ev.CacheMiss, frame(deps.out(Ev.CacheMiss), undefined, channel));
+        if (r.kind === 'hit') sendFrame(meters, ws, app.id, 'api-event', r.message);
+        else sendFrame(meters, ws, app.id, Ev.CacheMiss, frame(deps.out(Ev.CacheMiss), undefined, channel));
       });
     }, (err: Error) => deps.log.warn({ err, channel }, 'cache channel: no answer from the owner, nothing replayed'));
   }
@@ -109,22 +110,22 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     try {
       parsed = JSON.parse(channelData);
     } catch {
-      return subscriptionError(ws, channel, 'AuthError', 'channel_data is not valid JSON', 401);
+      return subscriptionError(ws, channel, 'AuthError', 'channel_data is not valid JSON', SubscriptionStatus.AuthFailed);
     }
     const uid = parsed?.user_id;
     if (!(typeof uid === 'string' && uid.length > 0) && !(typeof uid === 'number' && Number.isFinite(uid))) {
-      return subscriptionError(ws, channel, 'AuthError', 'channel_data must contain a user_id (string or number)', 401);
+      return subscriptionError(ws, channel, 'AuthError', 'channel_data must contain a user_id (string or number)', SubscriptionStatus.AuthFailed);
     }
     let infoBytes: number;
     try {
       infoBytes = Buffer.byteLength(JSON.stringify(parsed.user_info ?? null));
     } catch {
       // Nested too deeply to serialise (stack overflow): would kill the shard (test/fuzz/ws.fuzz.test.ts).
-      return subscriptionError(ws, channel, 'LimitReached', 'user_info is nested too deeply', 4301);
+      return subscriptionError(ws, channel, 'LimitReached', 'user_info is nested too deeply', SubscriptionStatus.MemberSize);
     }
     if (infoBytes > app.max_presence_member_size_in_kb * 1024) {
       return subscriptionError(ws, channel, 'LimitReached',
-        `user_info is ${infoBytes} bytes, more than the ${app.max_presence_member_size_in_kb} KB allowed`, 4301);
+        `user_info is ${infoBytes} bytes, more than the ${app.max_presence_member_size_in_kb} KB allowed`, SubscriptionStatus.MemberSize);
     }
     const sub: Subscription = { type: 'presence', userKey: userKey(uid), userId: uid, userInfo: parsed.user_info, joined: false };
     track(d, app, channel, sub);
@@ -155,7 +156,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       deps.log.error({ err, channel }, 'presence join failed');
       if (!d.closed && d.channels.get(channel) === sub) {
         untrack(d, app, channel);
-        ws.cork(() => subscriptionError(ws, channel, 'LimitReached', 'server busy, try again', 4100));
+        ws.cork(() => subscriptionError(ws, channel, 'LimitReached', 'server busy, try again', ErrorCode.OverCapacity));
       }
     });
     ask(true);
@@ -178,7 +179,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (invalid !== null || typeof channel !== 'string') {
         const tooLong = typeof channel === 'string' && channel.length > app.max_channel_name_length;
         return subscriptionError(ws, typeof channel === 'string' ? channel : '',
-          tooLong ? 'LimitReached' : 'InvalidChannel', invalid ?? 'channel must be a string', 4009);
+          tooLong ? 'LimitReached' : 'InvalidChannel', invalid ?? 'channel must be a string', tooLong ? SubscriptionStatus.NameLength : SubscriptionStatus.InvalidChannel);
       }
       // '#server-to-user-<id>' carries events for the sockets signed in as that user: a
       // plain subscribe must not open it to anyone (no socket is signed in here yet; the
@@ -186,7 +187,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (isServerToUser(channel)) {
         // The socket is on that topic since its signin; pusher-js still subscribes.
         if (d.userId !== null && serverToUserId(channel) === d.userId) return succeeded(ws, channel, '{}');
-        return subscriptionError(ws, channel, 'AuthError', `${channel} is only for sockets signed in as that user`, 401);
+        return subscriptionError(ws, channel, 'AuthError', `${channel} is only for sockets signed in as that user`, SubscriptionStatus.AuthFailed);
       }
       const existing = d.channels.get(channel);
       if (existing) return resendSucceeded(ws, d, app, channel, existing);
@@ -195,11 +196,11 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (type !== 'public') {
         const channelData = type === 'presence' ? data.channel_data : undefined;
         if (type === 'presence' && typeof channelData !== 'string') {
-          return subscriptionError(ws, channel, 'AuthError', 'presence channels need channel_data (a JSON string)', 401);
+          return subscriptionError(ws, channel, 'AuthError', 'presence channels need channel_data (a JSON string)', SubscriptionStatus.AuthFailed);
         }
         if (!verifyChannelAuth(data.auth, app.key, app.secret, d.id, channel, channelData as string | undefined)) {
           return subscriptionError(ws, channel, 'AuthError',
-            data.auth === undefined ? `auth is required to subscribe to ${channel}` : `invalid signature for ${channel}`, 401);
+            data.auth === undefined ? `auth is required to subscribe to ${channel}` : `invalid signature for ${channel}`, SubscriptionStatus.AuthFailed);
         }
         if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string);
       }
