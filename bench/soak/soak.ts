@@ -39,6 +39,8 @@ interface Options {
   genProcs: number;
   workers: number;
   json: string | null;
+  /** Minutes between RSS-after-full-GC samples (the curve); 0: only after warm-up and at the end. */
+  gcEvery: number;
 }
 
 const LEAVE_MARGIN_MS = 2000;
@@ -51,10 +53,11 @@ const USAGE = `usage: node dist/bench/soak/soak.js [options]
   --rate N         publishes per second per channel (default 1)
   --gen-procs N    client processes (default 2)
   --workers N      ringcast shards (default 2)
-  --json FILE      also write the result as JSON`;
+  --json FILE      also write the result as JSON
+  --gc-every MIN   also take RSS after a full GC every MIN minutes (the curve; default 5)`;
 
 function parseArgs(argv: string[]): Options {
-  const o: Options = { minutes: 10, conns: 5000, channels: 100, rate: 1, genProcs: 2, workers: 2, json: null };
+  const o: Options = { minutes: 10, conns: 5000, channels: 100, rate: 1, genProcs: 2, workers: 2, json: null, gcEvery: 5 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = () => {
@@ -75,6 +78,7 @@ function parseArgs(argv: string[]): Options {
       case '--gen-procs': o.genProcs = Math.floor(num()); break;
       case '--workers': o.workers = Math.floor(num()); break;
       case '--json': o.json = v(); break;
+      case '--gc-every': o.gcEvery = num(); break;
       case '--help': case '-h': process.stdout.write(USAGE + '\n'); process.exit(0);
       // falls through (never reached)
       default: throw new Error(`unknown option ${a}\n${USAGE}`);
@@ -276,12 +280,22 @@ async function main(): Promise<number> {
     return rssKb(server.pid);
   };
   let rssWarmGc = NaN;
+  /** RSS after a full GC over the run: [seconds since start, MiB] (the curve; --gc-every). */
+  const gcCurve: [number, number][] = [];
+  let nextGc = 0;
   while (Date.now() - t0 < rampMs + durationMs) {
     await sleep(1000);
     if (!server.alive()) break;
     if (Number.isNaN(rssWarmGc) && Date.now() - t0 >= rampMs + Math.min(60_000, durationMs / 4)) {
       rssWarmGc = await rssAfterGc();
+      gcCurve.push([Math.round((Date.now() - t0) / 1000), +(rssWarmGc / 1024).toFixed(1)]);
+      nextGc = Date.now() + o.gcEvery * 60_000;
       log(`RSS after warm-up, after a full GC: ${(rssWarmGc / 1024).toFixed(1)} MiB`);
+    } else if (o.gcEvery > 0 && nextGc > 0 && Date.now() >= nextGc && Date.now() - t0 < rampMs + durationMs - 30_000) {
+      const kb = await rssAfterGc();
+      nextGc = Date.now() + o.gcEvery * 60_000;
+      gcCurve.push([Math.round((Date.now() - t0) / 1000), +(kb / 1024).toFixed(1)]);
+      log(`RSS after a full GC at ${gcCurve[gcCurve.length - 1][0]} s: ${(kb / 1024).toFixed(1)} MiB`);
     }
     rssSamples.push({ at: Date.now() - t0, kb: rssKb(server.pid) });
     if (Date.now() - lastLog >= 10_000) {
@@ -302,6 +316,8 @@ async function main(): Promise<number> {
   const openAtEnd = open();
   const rssEndGc = server.alive() ? await rssAfterGc() : NaN;
   log(`RSS at the end, after a full GC: ${(rssEndGc / 1024).toFixed(1)} MiB`);
+  if (Number.isFinite(rssEndGc)) gcCurve.push([Math.round((Date.now() - t0) / 1000), +(rssEndGc / 1024).toFixed(1)]);
+  log(`RSS after a full GC over the run (s, MiB): ${JSON.stringify(gcCurve)}`);
 
   log('stopping the publisher, letting deliveries finish');
   await pub.stop();
@@ -351,6 +367,7 @@ async function main(): Promise<number> {
     out_of_order_or_duplicate: disorder, max_delivery_latency_ms: Math.round(maxLatency),
     rss_after_warmup_mib: +(rssWarm / 1024).toFixed(1), rss_end_mib: +(rssEnd / 1024).toFixed(1), rss_change_pct: +(rssChange * 100).toFixed(1),
     rss_after_warmup_gc_mib: +(rssWarmGc / 1024).toFixed(1), rss_end_gc_mib: +(rssEndGc / 1024).toFixed(1), rss_gc_change_pct: +(rssGcChange * 100).toFixed(1),
+    rss_gc_curve: gcCurve,
     rss_window_s: win / 1000, rss_min_mib: +(Math.min(...rssAll) / 1024).toFixed(1), rss_max_mib: +(Math.max(...rssAll) / 1024).toFixed(1),
     server_errors: serverErrors, unexpected_closes: closes, client_errors: genErrors, server_log_errors: logErrors.sample,
     server_alive_until_stop: alive, server_exit: exitReport,
