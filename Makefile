@@ -4,7 +4,7 @@
 NPM ?= npm
 NODE ?= node
 
-.PHONY: all install build deps bench-deps run test test-1 test-4 bench bench-smoke clean
+.PHONY: all install build deps bench-deps run test test-1 test-4 bench bench-smoke bench-shards clean
 
 all: build
 
@@ -46,6 +46,10 @@ bench: build bench-deps
 
 bench-smoke: build bench-deps
 	$(NODE) dist/bench/run.js --runs 1 --duration 2 --warmup 0.5 --conns 50
+
+# CPU time per publish to a channel with one subscriber, workers 1, 2, 4, 8, 16 (~4 min).
+bench-shards: build
+	$(NODE) dist/bench/shards/cpu-per-publish.js
 
 clean:
 	rm -rf dist node_modules/.install-stamp
