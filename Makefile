@@ -4,7 +4,7 @@
 NPM ?= npm
 NODE ?= node
 
-.PHONY: all install build deps run test test-1 test-4 bench bench-smoke clean
+.PHONY: all install build deps bench-deps run test test-1 test-4 bench bench-smoke bench-shards clean
 
 all: build
 
@@ -22,6 +22,11 @@ build: install
 deps:
 	./scripts/deps.sh
 
+# wrk, the C load generator of the benchmarks' API-only and many-channels scenarios
+# (Debian package); installs it only when missing. Only the bench targets need it.
+bench-deps:
+	./scripts/bench-deps.sh
+
 run: build
 	$(NODE) bin/ringcast.js start --config config.yaml
 
@@ -36,11 +41,15 @@ test-4: build deps
 	TEST_WORKER_MODES=4 ./scripts/test.sh
 
 # The whole comparison: ceiling, soketi 1.6.1, ringcast workers 1 and 2; medians of 3 (< 20 min).
-bench: build
+bench: build bench-deps
 	$(NODE) dist/bench/run.js --max-minutes 18
 
-bench-smoke: build
+bench-smoke: build bench-deps
 	$(NODE) dist/bench/run.js --runs 1 --duration 2 --warmup 0.5 --conns 50
+
+# CPU time per publish to a channel with one subscriber, workers 1, 2, 4, 8, 16 (~4 min).
+bench-shards: build
+	$(NODE) dist/bench/shards/cpu-per-publish.js
 
 clean:
 	rm -rf dist node_modules/.install-stamp

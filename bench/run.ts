@@ -17,6 +17,7 @@ import { killAllNow, liveCount } from './harness/procs';
 import { jsonLine, markdownTable, summarise, type TargetSummary } from './harness/report';
 import { SCENARIOS, type BenchOptions, type Result, type Scenario } from './harness/scenarios';
 import { freePort, type RunningTarget, type TargetDef } from './harness/target';
+import { findWrk, wrkVersion } from './harness/wrk';
 import { ceilingTarget } from './targets/ceiling';
 import { ringcastTarget } from './targets/ringcast';
 import { soketiTarget } from './targets/soketi';
@@ -38,6 +39,11 @@ const USAGE = `Usage: node dist/bench/run.js [options]
   --pipeline N            requests in flight per publisher connection                 [1]
   --pub-procs N           publisher processes sharing those connections               [1]
   --payload N             bytes of each event's data                                  [100]
+  --publisher P           wrk | node: publisher of the api and channels scenarios      [wrk]
+                          (wrk replays pre-signed requests: make bench-deps installs it;
+                          fanout and latency always use the Node publisher)
+  --wrk-threads N         wrk threads (it shares the --api-conns connections)         [1]
+  --wrk-pool N            distinct pre-signed requests of the api scenario's pool     [10000]
   --gen-procs N           load-generator processes (0 = automatic: ≥2, --sockets-per-proc each) [0]
   --sockets-per-proc N    sockets per generator process when automatic                [9500]
   --src-addrs N           spread subscribers over 127.0.0.<base>..<base+N-1> (0 = 127.0.0.1) [32]
@@ -77,7 +83,7 @@ function parseArgs(argv: string[]): Cli {
   const known = new Set(['scenarios', 'targets', 'runs', 'duration', 'fanout-duration', 'latency-duration', 'channels-duration',
     'api-duration', 'warmup', 'conns', 'fanout-subs', 'latency-subs', 'rate', 'channels-conns', 'channels-per-conn',
     'idle-conns', 'idle-spread', 'api-conns', 'pipeline', 'pub-procs', 'payload', 'gen-procs', 'src-addrs', 'src-base',
-    'connect-concurrency', 'max-minutes', 'json', 'sockets-per-proc']);
+    'connect-concurrency', 'max-minutes', 'json', 'sockets-per-proc', 'publisher', 'wrk-threads', 'wrk-pool']);
   for (const k of kv.keys()) if (!known.has(k)) throw new Error(`unknown option --${k} (see --help)`);
   const num = (k: string, def: number, min = 0): number => {
     const v = kv.get(k);
@@ -114,6 +120,13 @@ function parseArgs(argv: string[]): Cli {
   const base = int('src-base', 2, 1);
   if (nAddr > 0 && base + nAddr - 1 > 254) throw new Error('--src-base + --src-addrs must stay within 127.0.0.1..127.0.0.254');
   const srcAddrs = Array.from({ length: nAddr }, (_, i) => `127.0.0.${base + i}`);
+  const publisher = kv.get('publisher') ?? 'wrk';
+  if (publisher !== 'wrk' && publisher !== 'node') throw new Error(`--publisher must be wrk or node, got "${publisher}"`);
+  const wrkBin = findWrk();
+  if (publisher === 'wrk' && wrkBin === null && scenarios.some((s) => s.id === 'api' || s.id === 'channels')) {
+    throw new Error('the api and channels scenarios publish with wrk, which is not installed: run `make bench-deps` ' +
+      '(apt-get install wrk; or set RINGCAST_BENCH_WRK), or pass --publisher node');
+  }
 
   const opts: BenchOptions = {
     host: '127.0.0.1',
@@ -132,6 +145,10 @@ function parseArgs(argv: string[]): Cli {
     srcAddrs,
     concurrency: int('connect-concurrency', 256, 1),
     socketsPerProc: int('sockets-per-proc', DEFAULT_SOCKETS_PER_PROC, 1),
+    publisher,
+    wrkBin,
+    wrkThreads: int('wrk-threads', 1, 1),
+    wrkPool: int('wrk-pool', 10_000, 1),
   };
   return { scenarios, targets, opts, maxMinutes: num('max-minutes', 18, 0.1), jsonFile: kv.get('json') ?? null };
 }
@@ -195,6 +212,8 @@ async function main(): Promise<number> {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringcast-bench-'));
   log(`bench: ${scenarios.map((s) => s.id).join(', ')} × ${targets.map((t) => t.name).join(', ')} × ${opts.runs} run(s); logs in ${tmpDir}`);
   log(`machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  const wrkUsed = opts.publisher === 'wrk' && scenarios.some((s) => s.id === 'api' || s.id === 'channels');
+  if (wrkUsed) log(`api and channels publish with ${wrkVersion(opts.wrkBin!)} (${opts.wrkThreads} thread(s), ${opts.apiConns} connections)`);
 
   const limit = openFilesLimit();
   const biggest = Math.max(...scenarios.map((s) => (s.id.startsWith('idle') ? opts.idle.conns : s.id === 'channels' ? opts.channels.conns : s.id === 'api' ? 0 : opts.fanout.subs)));
@@ -282,7 +301,8 @@ async function main(): Promise<number> {
     `channels ${o.channels.conns} connections × ${o.channels.perConn} channels, ${o.channels.durationS} s`,
     `idle ${o.idle.conns} connections (1 channel / ${o.idle.spread} channels)`,
     `API ${o.api.durationS} s`,
-    `publisher ${o.apiConns} connection(s) × ${o.pipeline} in flight, ${o.payloadBytes}-byte data`,
+    `publisher ${o.apiConns} connection(s) × ${o.pipeline} in flight, ${o.payloadBytes}-byte data` +
+      (o.publisher === 'wrk' ? ` (api and channels: wrk, ${o.wrkThreads} thread(s), pre-signed pool)` : ' (Node publisher everywhere)'),
     `warm-up ${o.warmupS} s`,
   ].join('; ');
   process.stdout.write(`\n${setup}; ${os.cpus().length} cores, node ${process.version}\n\n` + markdownTable(scenarios, summaries, targets) + '\n');

@@ -32,6 +32,7 @@ let stopping = false;
 let stopWaiter: number | null = null;
 let safetyTimer: NodeJS.Timeout | null = null;
 let rateTimer: NodeJS.Timeout | null = null;
+let cutTimer: NodeJS.Timeout | null = null;
 
 function send(msg: PubReply): void {
   if (process.send) process.send(msg);
@@ -251,8 +252,9 @@ function stopRun(id: number): void {
   if (rateTimer) clearInterval(rateTimer);
   if (safetyTimer) clearTimeout(safetyTimer);
   backlog = [];
-  // Give in-flight requests up to 2 s to be answered, then cut the connections.
-  setTimeout(() => {
+  // Give in-flight requests up to 2 s to be answered, then cut the connections. (Cleared
+  // when the stop completes: left armed, it would cut the next run's connections.)
+  cutTimer = setTimeout(() => {
     for (const c of conns.slice()) c.sock.destroy();
     inFlight = 0;
     checkStopped(true);
@@ -263,6 +265,8 @@ function stopRun(id: number): void {
 function checkStopped(force = false): void {
   if (!stopping || stopWaiter === null) return;
   if (inFlight > 0 && !force) return;
+  if (cutTimer) clearTimeout(cutTimer);
+  cutTimer = null;
   for (const c of conns.slice()) c.sock.destroy();
   const id = stopWaiter;
   stopWaiter = null;

@@ -57,6 +57,8 @@ function fmt(v: number | undefined, unit: MetricDef['unit']): string {
       return `${v.toPrecision(3)} s`;
     case 'kb':
       return `${v.toPrecision(3)} KiB`;
+    case 'us':
+      return `${v.toPrecision(3)} µs`;
     case 'ratio':
       return v.toFixed(2);
   }

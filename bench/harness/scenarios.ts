@@ -1,15 +1,12 @@
 // The benchmark scenarios. Each run gets a started target and returns flat numbers;
-// bench/run.ts repeats runs, takes medians and prints them.
-//
-// Timing: every window is measured by the processes that count (load generators, the
-// publisher) with the machine's monotonic clock, between two snapshots the orchestrator
-// asks for after a warm-up. Rates are per process (count delta / own time delta), summed.
+// bench/run.ts repeats runs, takes medians and prints them. How a publishing window is
+// measured (and by which publisher) is in measure.ts.
 
-import type { Histogram } from './histogram';
-import { GenPool, Publisher, sleep, type PoolSnapshot } from './load';
-import type { ChannelSpec, PubRun } from './protocol';
+import { GenPool, sleep } from './load';
+import { measurePublish, measureWrk, round } from './measure';
+import type { ChannelSpec } from './protocol';
 import { nowUs } from './protocol';
-import { APP, machineJiffies, processCpuUs, rssKb, type RunningTarget } from './target';
+import { rssKb, type RunningTarget } from './target';
 
 export interface BenchOptions {
   host: string;
@@ -33,6 +30,12 @@ export interface BenchOptions {
   concurrency: number;
   /** Sockets per generator process when genProcs is automatic. */
   socketsPerProc: number;
+  /** Publisher of the API-only and many-channels scenarios (the others always use node). */
+  publisher: 'wrk' | 'node';
+  /** The wrk binary (null: not installed), its threads, and the API-only pool's size. */
+  wrkBin: string | null;
+  wrkThreads: number;
+  wrkPool: number;
 }
 
 export type Result = Record<string, number>;
@@ -42,7 +45,7 @@ export interface MetricDef {
   label: string;
   better: 'higher' | 'lower';
   /** Formats the value for the table. */
-  unit: 'rate' | 'ms' | 's' | 'kb' | 'ratio';
+  unit: 'rate' | 'ms' | 's' | 'kb' | 'us' | 'ratio';
 }
 
 export interface Scenario {
@@ -58,38 +61,6 @@ type Log = (m: string) => void;
 
 // ---- helpers ---------------------------------------------------------------------------
 
-function round(v: number, digits = 3): number {
-  if (!Number.isFinite(v)) return v;
-  const p = 10 ** digits;
-  return Math.round(v * p) / p;
-}
-
-function sumRate(a: PoolSnapshot, b: PoolSnapshot): number {
-  let r = 0;
-  for (let i = 0; i < a.per.length; i++) {
-    const dt = (b.per[i].t - a.per[i].t) / 1e6;
-    if (dt > 0) r += (b.per[i].msgs - a.per[i].msgs) / dt;
-  }
-  return r;
-}
-
-function maxCpuPct(a: { cpuUs: number; t: number }[], b: { cpuUs: number; t: number }[]): number {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) {
-    const dt = b[i].t - a[i].t;
-    if (dt > 0) m = Math.max(m, ((b[i].cpuUs - a[i].cpuUs) / dt) * 100);
-  }
-  return m;
-}
-
-function ms(h: Histogram, q: number): number {
-  return round(h.quantile(q) / 1000, 3);
-}
-
-function errorCount(e: Record<string, number>): number {
-  return Object.values(e).reduce((a, b) => a + b, 0);
-}
-
 function startPool(t: RunningTarget, o: BenchOptions, conns: number, channels: ChannelSpec, latency: boolean, subscribeOnConnect: boolean, minProcs: number): Promise<GenPool> {
   return GenPool.start({
     host: o.host, port: t.port, connections: conns, procs: o.genProcs, minProcs,
@@ -100,73 +71,6 @@ function startPool(t: RunningTarget, o: BenchOptions, conns: number, channels: C
 /** Fails the run when not every connection came up (the numbers would mean something else). */
 function requireAll(what: string, got: number, want: number, errors: Record<string, number>): void {
   if (got < want) throw new Error(`${what}: ${got} of ${want}; errors ${JSON.stringify(errors)}`);
-}
-
-/**
- * Publishes with run for warmup + duration and measures the window after the warm-up:
- * delivered messages/s (sum over generator processes), API requests/s, API round trip,
- * and (when latency) end-to-end latency; then drains and checks nothing was lost.
- */
-async function measurePublish(
-  t: RunningTarget, o: BenchOptions, pool: GenPool | null, run: PubRun, durationS: number,
-  recipientsPerPublish: number, latency: boolean,
-): Promise<Result> {
-  const pub = await Publisher.start({
-    host: o.host, port: t.port, appId: APP.id, key: APP.key, secret: APP.secret,
-    conns: o.apiConns, pipeline: o.pipeline, srcAddr: '127.0.0.1',
-  }, o.pubProcs);
-  try {
-    const base = pool ? await pool.snapshot() : null;
-    await pub.run(run);
-    await sleep(o.warmupS * 1000);
-    const cpu0 = processCpuUs(t.pid);
-    const m0 = machineJiffies();
-    const t0 = nowUs();
-    const [g0, p0] = await Promise.all([pool ? pool.snapshot(latency, true) : null, pub.snapshot(true)]);
-    await sleep(durationS * 1000);
-    const [g1, p1] = await Promise.all([pool ? pool.snapshot(latency, false) : null, pub.snapshot(false)]);
-    const cpu1 = processCpuUs(t.pid);
-    const m1 = machineJiffies();
-    const t1 = nowUs();
-    const fin = await pub.stop();
-    const drained = pool ? await pool.drain(300, 3000) : null;
-
-    let apiRate = 0;
-    for (let i = 0; i < p0.per.length; i++) apiRate += (p1.per[i].ok - p0.per[i].ok) / ((p1.per[i].t - p0.per[i].t) / 1e6);
-    const r: Result = {
-      api_req_per_s: round(apiRate, 1),
-      api_p50_ms: ms(p1.latency, 0.5),
-      api_p99_ms: ms(p1.latency, 0.99),
-      api_ok_total: fin.ok,
-      api_non2xx: errorCount(fin.status),
-      api_errors: errorCount(fin.errors),
-      server_cpu_pct: round(((cpu1 - cpu0) / (t1 - t0)) * 100, 1),
-      machine_cpu_pct: round(((m1[0] - m0[0]) / (m1[1] - m0[1])) * 100, 1),
-      publisher_cpu_pct: round(maxCpuPct(p0.per, p1.per), 1),
-    };
-    if (run.rate > 0) r.publisher_max_backlog = fin.lagging;
-    for (const [k, v] of Object.entries(fin.status)) r[`api_status_${k}`] = v;
-    for (const [k, v] of Object.entries(fin.errors)) r[`api_error_${k}`] = v;
-    if (pool && g0 && g1 && drained && base) {
-      r.delivered_per_s = round(sumRate(g0, g1), 1);
-      const expected = fin.ok * recipientsPerPublish;
-      r.delivered_total = drained.msgs - base.msgs;
-      r.delivery_ratio = expected > 0 ? round(r.delivered_total / expected, 4) : NaN;
-      r.loadgen_cpu_pct_max = round(maxCpuPct(g0.per, g1.per), 1);
-      r.ws_closed = drained.closedAfterOpen;
-      if (latency && g1.latency) {
-        r.p50_ms = ms(g1.latency, 0.5);
-        r.p90_ms = ms(g1.latency, 0.9);
-        r.p99_ms = ms(g1.latency, 0.99);
-        r.max_ms = ms(g1.latency, 1);
-        r.mean_ms = round(g1.latency.mean() / 1000, 3);
-        r.latency_samples = g1.latency.total;
-      }
-    }
-    return r;
-  } finally {
-    await pub.close();
-  }
 }
 
 // ---- scenarios ---------------------------------------------------------------------------
@@ -220,6 +124,7 @@ const channels: Scenario = {
   metrics: [
     { key: 'delivered_per_s', label: 'delivered msgs/s', better: 'higher', unit: 'rate' },
     { key: 'subscribe_s', label: 'all subscriptions confirmed', better: 'lower', unit: 's' },
+    { key: 'server_cpu_us_per_publish', label: 'server CPU per publish', better: 'lower', unit: 'us' },
   ],
   budgetMs: (o) => (o.warmupS + o.channels.durationS) * 1000 + 180_000,
   async run(t, o) {
@@ -234,10 +139,13 @@ const channels: Scenario = {
       const s = await pool.subscribe(90_000);
       requireAll('subscriptions confirmed', s.subsConfirmed, n * k, s.errors);
       const subscribeS = (Math.max(...s.per.map((p) => p.tLastSubConfirmed)) - Math.min(...s.per.map((p) => p.tFirstSubSent))) / 1e6;
-      const r = await measurePublish(t, o, pool, {
-        rate: 0, maxDurationMs: (o.warmupS + o.channels.durationS + 30) * 1000,
-        channelPrefix: 'own0-', channelCount: n, timestamp: false, payloadBytes: o.payloadBytes, event: 'bench',
-      }, o.channels.durationS, 1, false);
+      // wrk: one pre-signed request per channel, replayed round-robin like the Node publisher's
+      const r = o.publisher === 'wrk'
+        ? await measureWrk(t, o, pool, { channelOf: (i) => `own0-${i % n}`, poolSize: n }, o.channels.durationS, 1)
+        : await measurePublish(t, o, pool, {
+          rate: 0, maxDurationMs: (o.warmupS + o.channels.durationS + 30) * 1000,
+          channelPrefix: 'own0-', channelCount: n, timestamp: false, payloadBytes: o.payloadBytes, event: 'bench',
+        }, o.channels.durationS, 1, false);
       return {
         connections: n, subscriptions: n * k, connect_s: round(connectS), subscribe_s: round(subscribeS),
         subscribe_per_s: round((n * k) / subscribeS, 1), ...r,
@@ -291,9 +199,13 @@ const api: Scenario = {
   metrics: [
     { key: 'api_req_per_s', label: 'API req/s', better: 'higher', unit: 'rate' },
     { key: 'api_p99_ms', label: 'API p99', better: 'lower', unit: 'ms' },
+    { key: 'server_cpu_us_per_publish', label: 'server CPU per publish', better: 'lower', unit: 'us' },
   ],
   budgetMs: (o) => (o.warmupS + o.api.durationS) * 1000 + 60_000,
   async run(t, o) {
+    if (o.publisher === 'wrk') {
+      return measureWrk(t, o, null, { channelOf: () => 'nobody-0', poolSize: o.wrkPool }, o.api.durationS, 0);
+    }
     return measurePublish(t, o, null, {
       rate: 0, maxDurationMs: (o.warmupS + o.api.durationS + 30) * 1000,
       channelPrefix: 'nobody-', channelCount: 1, timestamp: false, payloadBytes: o.payloadBytes, event: 'bench',
