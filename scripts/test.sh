@@ -48,7 +48,8 @@ for w in $modes; do
     rm -rf "$covdir"; mkdir -p "$covdir"
     cov=(env "NODE_V8_COVERAGE=$covdir")
   fi
-  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )' || true
+  # (no `|| true` here: it would replace PIPESTATUS and hide tap's exit code)
+  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )'
   code=${PIPESTATUS[0]}
   summary=$(grep -E '^# \{ total: ' "$log" | tail -1)
   p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); f=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
