@@ -1,27 +1,75 @@
 #!/usr/bin/env bash
-# Runs the whole tap suite once per shard count (RINGCAST_TEST_WORKERS), then prints
-# one plain summary line: "N passed, N failed".
+# `make test`: lint (ESLint) and the import-boundary check, then the whole tap suite once
+# per shard count (RINGCAST_TEST_WORKERS), with V8 coverage in one of the runs and a floor
+# on the lines of src/ it covers. Every step runs even when an earlier one failed; each
+# check counts as one test in the closing line, "N passed, N failed".
+#
+#   TEST_WORKER_MODES     shard counts to run the suite with (default "1 4")
+#   TEST_COVERAGE_WORKERS the run(s) that collect coverage and enforce the floor (default 4:
+#                         it covers the cross-shard paths as well as the local ones)
+#   TEST_COVERAGE_FLOOR   percent of the lines of src/ (default 85)
+#   TEST_CHECKS           0 skips lint and the import-boundary check (make test-1 / test-4)
+# Arguments, if any, are the test files to run instead of all of dist/test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 modes="${TEST_WORKER_MODES:-1 4}"
+coverage_modes=" ${TEST_COVERAGE_WORKERS:-4} "
+floor="${TEST_COVERAGE_FLOOR:-85}"
 files=("$@")
 [ ${#files[@]} -eq 0 ] && mapfile -t files < <(find dist/test -name '*.test.js' | sort)
-pass=0; fail=0; status=0
+pass=0; fail=0; status=0; failed_checks=()
+started=$SECONDS
+
+# One non-tap check: its output as it runs, one pass or fail in the tally.
+check() {
+  local name=$1; shift
+  echo "== $name"
+  local t0=$SECONDS
+  if "$@"; then
+    pass=$((pass + 1)); echo "-- $name: ok ($((SECONDS - t0)) s)"
+  else
+    fail=$((fail + 1)); status=1; failed_checks+=("$name"); echo "-- $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+
+if [ "${TEST_CHECKS:-1}" != 0 ]; then
+  check "lint" node_modules/.bin/eslint src test bench examples
+  check "import boundaries" node scripts/check-boundaries.mjs
+fi
+
 for w in $modes; do
   echo "== tests with workers: $w"
+  t0=$SECONDS
   log=$(mktemp)
-  RINGCAST_TEST_WORKERS=$w npx tap --reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )' || true
+  cov=()
+  if [[ "$coverage_modes" == *" $w "* ]]; then
+    # Every process and worker thread of the run writes its coverage here when it exits.
+    covdir="$PWD/dist/coverage/workers-$w"
+    rm -rf "$covdir"; mkdir -p "$covdir"
+    cov=(env "NODE_V8_COVERAGE=$covdir")
+  fi
+  # (no `|| true` here: it would replace PIPESTATUS and hide tap's exit code)
+  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )'
   code=${PIPESTATUS[0]}
   summary=$(grep -E '^# \{ total: ' "$log" | tail -1)
   p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); f=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
   pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0}))
+  echo "-- tests with workers: $w took $((SECONDS - t0)) s"
   if [ "$code" -ne 0 ]; then
     status=1
     echo "-- failures (workers: $w):"
     grep -B2 -A30 '^ *not ok' "$log" | head -300
   fi
   rm -f "$log"
+  if [ ${#cov[@]} -gt 0 ]; then
+    check "coverage floor (workers: $w)" node scripts/coverage.mjs "$covdir" --floor "$floor" --label "workers: $w"
+    # the raw V8 files run to gigabytes; the report stays in $covdir/report
+    find "$covdir" -maxdepth 1 -name 'coverage-*.json' -delete
+  fi
 done
+
+[ ${#failed_checks[@]} -eq 0 ] || echo "failed checks: ${failed_checks[*]}"
+echo "checks and suites took $((SECONDS - started)) s"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ] || status=1
 exit $status

@@ -55,7 +55,7 @@ export class Child<Cmd extends { id: number }, Reply extends { id: number }> {
         reject(new Error(`${this.name}: no answer to ${(cmd as { type?: string }).type} within ${timeoutMs} ms`));
       }, timeoutMs);
       this.waiting.set(id, { resolve, reject, timer });
-      this.proc.send({ ...cmd, id } as unknown as Cmd);
+      this.proc.send({ ...cmd, id });
     });
   }
 

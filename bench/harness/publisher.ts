@@ -141,7 +141,7 @@ function retire(c: HttpConn): void {
 const CRLFCRLF = Buffer.from('\r\n\r\n');
 
 function onData(c: HttpConn, chunk: Buffer): void {
-  let buf = c.buf === null ? chunk : Buffer.concat([c.buf, chunk]);
+  const buf = c.buf === null ? chunk : Buffer.concat([c.buf, chunk]);
   let off = 0;
   const now = nowUs();
   for (;;) {

@@ -75,7 +75,8 @@ class Slot {
       this.endSession(nowMs());
       this.fire('closed');
     });
-    ws.on('message', (raw) => this.onMessage(raw.toString()));
+    // binaryType is ws's default 'nodebuffer': each message is one Buffer.
+    ws.on('message', (raw) => this.onMessage((raw as Buffer).toString()));
     const est = this.until('established');
     await est;
     if (closed) return;
@@ -138,7 +139,7 @@ class Slot {
   private onMessage(text: string): void {
     let f: { event?: string; channel?: string; data?: unknown };
     try {
-      f = JSON.parse(text);
+      f = JSON.parse(text) as typeof f;
     } catch {
       count(stats.errors, 'unparseable frame');
       return;

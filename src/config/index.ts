@@ -120,7 +120,7 @@ function merge(dst: Record<string, unknown>, src: Record<string, unknown>, prefi
       if (!isMapping(v)) {
         throw new ConfigError(path, `${path} must be a mapping of settings, got ${show(v, path)} (from ${source})`);
       }
-      merge(dst[k] as Record<string, unknown>, v, path + '.', origins, source);
+      merge(dst[k], v, path + '.', origins, source);
     } else if (v === null && (path === 'apps' || path === 'app_manager.array.apps')) {
       dst[k] = []; // `apps:` with every entry commented out
       origins.set(path, source);

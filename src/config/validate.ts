@@ -39,7 +39,8 @@ const SENSITIVE = /secret|password|token/i;
 export function show(value: unknown, key = ''): string {
   if (value === undefined) return 'nothing';
   if (SENSITIVE.test(key)) return value === null ? 'null' : `a ${Array.isArray(value) ? 'list' : typeof value}`;
-  const s = JSON.stringify(value) ?? String(value);
+  // JSON.stringify answers undefined only for functions and symbols, which YAML and env never give.
+  const s = JSON.stringify(value) ?? `a ${typeof value}`;
   return s.length > 60 ? s.slice(0, 57) + '...' : s;
 }
 
@@ -162,7 +163,7 @@ export class Checker {
       this.fail(key, 'must be a list of non-empty strings', v);
       return [];
     }
-    return [...v] as string[];
+    return [...(v as string[])];
   }
 
   /** Accepts `{host, port}` mappings or "host:port" strings ("[::1]:7000" for IPv6). */
@@ -171,7 +172,7 @@ export class Checker {
       this.fail(key, 'must be a list of host:port strings or {host, port} mappings', v);
       return [];
     }
-    return v.map((item, i) => {
+    return v.map((item: unknown, i) => {
       const k = `${key}[${i}]`;
       const hp = typeof item === 'string' ? parseHostPort(item) : item;
       if (!isMapping(hp) || Object.keys(hp).some((x) => x !== 'host' && x !== 'port')) {

@@ -6,7 +6,7 @@ import type { AppConfig } from '../config/types';
 import type { ApiDeps } from './deps';
 import { jsonError, type ApiResponse } from './request';
 
-export async function terminateConnections(deps: ApiDeps, app: AppConfig, rawUserId: string): Promise<ApiResponse> {
+export function terminateConnections(deps: ApiDeps, app: AppConfig, rawUserId: string): ApiResponse {
   let userId: string;
   try {
     userId = decodeURIComponent(rawUserId);

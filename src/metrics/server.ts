@@ -10,7 +10,6 @@ import type net from 'node:net';
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { AggregatorRegistry, Registry, collectDefaultMetrics } from 'prom-client';
-import type { PrimaryCommand, ShardEvent } from '../shard/init';
 import type { MetricsJson, PromMetrics } from './registry';
 
 export interface MetricsServer {
@@ -31,15 +30,24 @@ export interface MetricsServerOptions {
   shardTimeoutMs?: number;
 }
 
+/**
+ * The scrape request posted to a shard, and its answer. They are members of
+ * shard/init.ts's PrimaryCommand and ShardEvent, written out here because nothing outside
+ * the wiring imports shard/ (a type check in test/metrics/metrics.test.ts keeps them equal).
+ */
+export interface MetricsRequest { type: 'metrics'; req: number }
+export interface MetricsReply { type: 'metrics'; req: number; metrics: MetricsJson }
+
 let nextReq = 1;
 
 /** One shard's metrics, or null when it did not answer in time (or is gone). */
 function askShard(worker: Worker, shard: number, timeoutMs: number, log: Logger): Promise<MetricsJson | null> {
   const req = nextReq++;
   return new Promise((resolve) => {
-    const onMessage = (e: ShardEvent) => {
+    // Every message the shard posts arrives here; only the answer to this request counts.
+    const onMessage = (e: { type: string; req?: number }) => {
       if (e.type !== 'metrics' || e.req !== req) return;
-      finish(e.metrics);
+      finish((e as MetricsReply).metrics);
     };
     const timer = setTimeout(() => {
       log.warn({ shard, timeoutMs }, 'shard did not answer the metrics request in time; scrape served without it');
@@ -52,7 +60,7 @@ function askShard(worker: Worker, shard: number, timeoutMs: number, log: Logger)
     }
     worker.on('message', onMessage);
     try {
-      const cmd: PrimaryCommand = { type: 'metrics', req };
+      const cmd: MetricsRequest = { type: 'metrics', req };
       worker.postMessage(cmd);
     } catch (err) {
       log.warn({ err, shard }, 'could not ask a shard for its metrics');

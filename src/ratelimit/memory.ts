@@ -36,7 +36,6 @@ import { limitKey, type Decision, type RateLimiter } from './types';
 /** Window table size when rate_limiter.api is configured (512 KiB). Power of two. */
 export const WINDOW_SLOTS = 65_536;
 const PROBES = 8;
-const NS_PER_S = 1_000_000_000n;
 const TICK_MS = 100;
 const TIME_BITS = 20n;
 const COUNT_BITS = 20n;

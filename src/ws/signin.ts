@@ -25,9 +25,9 @@ export function createSignin(deps: WsDeps) {
     const { user_data: userData, auth } = (data ?? {}) as { user_data?: unknown; auth?: unknown };
     if (typeof userData !== 'string') return fail(ws, 'Signin failed: user_data must be a JSON string');
     if (!verifyUserAuth(auth, app.key, app.secret, d.id, userData)) return fail(ws, 'Signin failed: invalid signature');
-    let user: { id?: unknown };
+    let user: { id?: unknown } | null;
     try {
-      user = JSON.parse(userData);
+      user = JSON.parse(userData) as { id?: unknown } | null;
     } catch {
       return fail(ws, 'Signin failed: user_data is not valid JSON');
     }

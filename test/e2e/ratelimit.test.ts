@@ -5,7 +5,7 @@
 
 import t from 'tap';
 import { rawRequest, signedGet, signedPost, type RawResponse } from '../helpers/http';
-import { APP, RawClient, WORKERS, sleep, startServer, type TestServer } from '../helpers/server';
+import { APP, RawClient, WORKERS, sleep, startServer } from '../helpers/server';
 
 const LIM = { id: 'lim-id', key: 'lim-key', secret: 'lim-secret', max_client_events_per_second: 4 } as const;
 const OTHER = { id: 'other-id', key: 'other-key', secret: 'other-secret', max_client_events_per_second: 4 } as const;

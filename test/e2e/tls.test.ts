@@ -1,6 +1,6 @@
 // TLS: ssl.enabled serves wss:// and https:// from the same port with the given PEM files.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';

@@ -23,7 +23,7 @@ import { getJson, livePrefixes } from './after';
 import { FuzzReport } from '../helpers/fuzz-report';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 import {
-  NASTY_NUMBERS, NASTY_STRINGS, Rng, clip, deepJson, encode, fuzzCases, fuzzSeed, junkValue, mutateObject, mutateText,
+  NASTY_NUMBERS, Rng, clip, deepJson, encode, fuzzCases, fuzzSeed, junkValue, mutateObject, mutateText,
   randChannel, randJson, randName, randString,
 } from './gen';
 
@@ -385,7 +385,7 @@ function genCase(rng: Rng): HttpCase {
   if (route === 'control') return controlCase(rng);
   const app = pickApp(rng);
   const c: HttpCase = { route, method: 'GET', path: '', query: '', headers: {}, body: null };
-  let parts: string[] = [];
+  const parts: string[] = [];
   switch (route) {
     case 'events':
       c.method = 'POST';

@@ -101,7 +101,7 @@ export class RawClient {
 
   static async connect(url: string, opts: WebSocket.ClientOptions = {}): Promise<RawClient> {
     const c = new RawClient(new WebSocket(url, opts));
-    const first = await c.next((f) => true, 5000);
+    const first = await c.next(() => true, 5000);
     if (first.event === 'pusher:connection_established') c.socketId = JSON.parse(first.data).socket_id;
     return c;
   }

@@ -13,10 +13,17 @@ import t from 'tap';
 import WebSocket from 'ws';
 import { PromMetrics } from '../../src/metrics/registry';
 import { receivedLabel, sentLabel } from '../../src/metrics/meters';
-import { scrape as scrapeThreads } from '../../src/metrics/server';
+import { scrape as scrapeThreads, type MetricsReply, type MetricsRequest } from '../../src/metrics/server';
+import type { PrimaryCommand, ShardEvent } from '../../src/shard/init';
 import { APP, RawClient, WORKERS, eventually, startServer, type TestServer } from '../helpers/server';
 
 interface Sample { name: string; labels: Record<string, string>; value: number }
+
+// metrics/server.ts writes out the two messages of a scrape (it may not import shard/):
+// this fails to compile when they drift from shard/init.ts's unions.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const scrapeMessagesMatchShard: [Same<MetricsRequest, Extract<PrimaryCommand, { type: 'metrics' }>>, Same<MetricsReply, Extract<ShardEvent, { type: 'metrics' }>>] = [true, true];
+void scrapeMessagesMatchShard;
 
 function get(port: number, path: string, method = 'GET'): Promise<{ status: number; text: string; type: string }> {
   return new Promise((resolve, reject) => {

@@ -15,12 +15,12 @@ t.test('SHA-256, MD5 and HMAC-SHA256 equal node:crypto', async (t) => {
   for (const len of lengths) {
     const data = randomBytes(len);
     sha256Into(data, len, sha);
-    if (wordsToHex(sha, true) !== createHash('sha256').update(data).digest('hex')) failures++, t.fail(`sha256 of ${len} bytes`);
+    if (wordsToHex(sha, true) !== createHash('sha256').update(data).digest('hex')) { failures++; t.fail(`sha256 of ${len} bytes`); }
     md5Into(data, len, md);
-    if (wordsToHex(md, false) !== createHash('md5').update(data).digest('hex')) failures++, t.fail(`md5 of ${len} bytes`);
+    if (wordsToHex(md, false) !== createHash('md5').update(data).digest('hex')) { failures++; t.fail(`md5 of ${len} bytes`); }
     const key = randomBytes(len % 65);
     hmacSha256Into(hmacKey(key), data, len, sha);
-    if (wordsToHex(sha, true) !== createHmac('sha256', key).update(data).digest('hex')) failures++, t.fail(`hmac of ${len} bytes, ${key.length}-byte key`);
+    if (wordsToHex(sha, true) !== createHmac('sha256', key).update(data).digest('hex')) { failures++; t.fail(`hmac of ${len} bytes, ${key.length}-byte key`); }
   }
   t.equal(failures, 0, `${lengths.length} lengths × 3 digests`);
 });

@@ -1,0 +1,80 @@
+// The import-boundary check (scripts/check-boundaries.mjs with .dependency-cruiser.cjs)
+// run on small source trees written to a temp directory: every rule fires on a forbidden
+// import, the allowed ones pass, known violations are tolerated and stale ones fail. The
+// real tree is checked by `make test` itself; this shows that check can fail.
+
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+const SCRIPT = path.join(ROOT, 'scripts', 'check-boundaries.mjs');
+
+/** Imports the layering allows: core folders share types, wiring imports anything. */
+const ALLOWED: Record<string, string> = {
+  'src/protocol/p.ts': 'export const P = 1;\nexport type PT = number;\n',
+  'src/config/c.ts': "import type { PT } from '../protocol/p';\nexport type C = PT;\n",
+  // inline `type` on every specifier is a type-only import too
+  'src/config/c2.ts': "import { type PT } from '../protocol/p';\nexport type C2 = PT;\n",
+  'src/bus/b.ts': "import type { PT } from '../protocol/p';\nexport const B: PT = 2;\n",
+  'src/bus/b2.ts': "import { B } from './b';\nexport const B2 = B;\n",
+  'src/filter/f.ts': "import type { C } from '../config/c';\nexport type F = C;\n",
+  'src/ws/w.ts': "import { B2 } from '../bus/b2';\nexport const W = B2;\n",
+  'src/shard/s.ts': "import { W } from '../ws/w';\nimport type { M } from '../main';\nexport const S: M = W;\n",
+  'src/main.ts': "import { S } from './shard/s';\nexport type M = number;\nexport const M0 = S;\n",
+  'src/cli.ts': "import { M0 } from './main';\nexport const CLI = M0;\n",
+};
+
+/** One forbidden import per rule and case, with the line the check must print for it. */
+const FORBIDDEN: Record<string, [file: string, source: string]> = {
+  'core-imports-only-core: src/protocol/bad.ts → src/ws/w.ts': ['src/protocol/bad.ts', "import { W } from '../ws/w';\nexport const X = W;\n"],
+  // filter/ is covered before it exists in the real tree; type-only does not excuse leaving the core
+  'core-imports-only-core: src/filter/bad.ts → src/ws/w.ts': ['src/filter/bad.ts', "import type { W } from '../ws/w';\nexport type X = typeof W;\n"],
+  'core-shares-only-types: src/config/bad.ts → src/protocol/p.ts': ['src/config/bad.ts', "import { P } from '../protocol/p';\nexport const X = P;\n"],
+  'core-shares-only-types: src/filter/bad2.ts → src/bus/b.ts': ['src/filter/bad2.ts', "import { B } from '../bus/b';\nexport const X = B;\n"],
+  'nothing-imports-the-wiring: src/ws/bad.ts → src/shard/s.ts': ['src/ws/bad.ts', "import { S } from '../shard/s';\nexport const X = S;\n"],
+  'nothing-imports-the-wiring: src/http/bad.ts → src/main.ts': ['src/http/bad.ts', "import type { M } from '../main';\nexport type X = M;\n"],
+};
+
+function tree(t: Test, files: Record<string, string>, known?: object[]): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-boundaries-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  for (const [file, source] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    writeFileSync(path.join(dir, file), source);
+  }
+  if (known) writeFileSync(path.join(dir, '.dependency-cruiser-known-violations.json'), JSON.stringify(known));
+  return dir;
+}
+
+function check(dir: string): { status: number | null; lines: string[] } {
+  const r = spawnSync(process.execPath, [SCRIPT], { cwd: dir, encoding: 'utf8' });
+  return { status: r.status, lines: (r.stdout + r.stderr).split('\n').map((l) => l.trim()).filter(Boolean) };
+}
+
+const violation = (rule: string, from: string, to: string) => ({ type: 'dependency', from, to, rule: { severity: 'error', name: rule } });
+
+t.test('imports the layering allows pass', async (t) => {
+  const r = check(tree(t, ALLOWED));
+  t.equal(r.status, 0, r.lines.join('\n'));
+  t.same(r.lines, ['import boundaries: 0 new, 0 known, 0 stale (10 modules)']);
+});
+
+t.test('each forbidden import fails the check, a known one is tolerated, a stale one fails', async (t) => {
+  const files = { ...ALLOWED };
+  for (const [file, source] of Object.values(FORBIDDEN)) files[file] = source;
+  const dir = tree(t, files, [
+    violation('nothing-imports-the-wiring', 'src/http/bad.ts', 'src/main.ts'),
+    violation('nothing-imports-the-wiring', 'src/ws/gone.ts', 'src/shard/s.ts'),
+  ]);
+  const r = check(dir);
+  t.equal(r.status, 1, r.lines.join('\n'));
+  const expected = Object.keys(FORBIDDEN).filter((k) => !k.startsWith('nothing-imports-the-wiring: src/http/bad.ts'));
+  t.same(r.lines.filter((l) => l.startsWith('error')).map((l) => l.replace(/^error\s+/, '')).sort(), expected.sort());
+  t.same(r.lines.filter((l) => l.startsWith('known')), ['known  nothing-imports-the-wiring: src/http/bad.ts → src/main.ts']);
+  t.same(r.lines.filter((l) => l.startsWith('stale')).length, 1);
+  t.match(r.lines.find((l) => l.startsWith('stale')), /src\/ws\/gone\.ts → src\/shard\/s\.ts/);
+  t.equal(r.lines.at(-1), `import boundaries: 5 new, 1 known, 1 stale (${Object.keys(files).length} modules)`);
+});
