@@ -130,7 +130,7 @@ export async function measurePublish(
 
 /** The publishes of a wrk run: request i goes to channelOf(i); poolSize distinct requests. */
 export interface WrkPublish {
-  channelOf(i: number): string;
+  channelOf: (i: number) => string;
   poolSize: number;
 }
 

@@ -103,7 +103,7 @@ export class DoorbellListener {
     if (epoch !== this.epoch) return; // stopped (or restarted) inside onWake
     const r = waitAsync(this.i32, DOORBELL, seen);
     if (r.async) {
-      r.value.then(() => this.loop(epoch));
+      void r.value.then(() => this.loop(epoch));
     } else {
       // rung while we drained: go again, but after this turn's other callbacks,
       // so a producer that never pauses cannot starve this thread's I/O and timers

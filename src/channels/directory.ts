@@ -67,7 +67,7 @@ export function createBusDirectory(deps: BusDirectoryDeps): ChannelDirectory {
     try {
       return bus.request<T>(to, body);
     } catch (err) {
-      return Promise.reject(err as Error);
+      return Promise.reject(err);
     }
   }
 

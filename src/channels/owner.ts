@@ -61,10 +61,10 @@ export class OwnerStore {
       return { ok: false, type: 'LimitReached', status: SubscriptionStatus.MemberLimit, error: `presence channel ${channel} is full (${maxMembers} members)` };
     }
     const rec = existing ?? this.ensure(app, channel, true);
-    const members = rec.members ?? (rec.members = new Map());
+    const members = rec.members ?? (rec.members = new Map<string, Member>());
     let m = known;
     if (!m) {
-      m = { id: userId, info: userInfo, byShard: new Map(), conns: 0 };
+      m = { id: userId, info: userInfo, byShard: new Map<number, number>(), conns: 0 };
       members.set(key, m);
     }
     m.conns++;
@@ -133,11 +133,11 @@ export class OwnerStore {
     const rec = this.ensure(app, channel, members !== null);
     if (fresh) this.events.restored?.(app, channel);
     if (members) {
-      const map = rec.members ?? (rec.members = new Map());
+      const map = rec.members ?? (rec.members = new Map<string, Member>());
       for (const [id, info, conns] of members) {
         const key = userKey(id);
         let m = map.get(key);
-        if (!m) map.set(key, (m = { id, info, byShard: new Map(), conns: 0 }));
+        if (!m) map.set(key, (m = { id, info, byShard: new Map<number, number>(), conns: 0 }));
         m.conns += conns;
         m.byShard.set(shard, (m.byShard.get(shard) ?? 0) + conns);
       }
@@ -191,10 +191,10 @@ export class OwnerStore {
 
   private ensure(app: string, channel: string, presence: boolean): ChannelRecord {
     let chans = this.apps.get(app);
-    if (!chans) this.apps.set(app, (chans = new Map()));
+    if (!chans) this.apps.set(app, (chans = new Map<string, ChannelRecord>()));
     let rec = chans.get(channel);
     if (!rec) {
-      rec = { perShard: new Int32Array(this.shards), total: 0, members: presence ? new Map() : null };
+      rec = { perShard: new Int32Array(this.shards), total: 0, members: presence ? new Map<string, Member>() : null };
       chans.set(channel, rec);
     }
     return rec;

@@ -71,7 +71,9 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       // The rest runs after this callback: the body must not stay in readBody's reused
       // buffer. Every later step reads req.body when it runs, so it gets the copy.
       keepBody(req);
-      r.catch((err: unknown) => failure(err, req)).then((later) => finish(res, req, state, route, startedAt, later, false));
+      r.catch((err: unknown) => failure(err, req)).then((later) => finish(res, req, state, route, startedAt, later, false))
+        // finish() writes to a socket uWS may have closed meanwhile: log, never an unhandled rejection (a shard crash)
+        .catch((err: unknown) => log.error({ err, path: req.path }, 'could not write an API answer'));
       return;
     }
     // Still inside the uWS callback (route handler or onData), where uWS has the socket

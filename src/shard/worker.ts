@@ -132,7 +132,7 @@ uws.ws('/app/:key', behavior);
 // After uws.ws(): uWS's publish segfaults on an App with no WebSocket route yet, and a
 // replacement shard (failover.ts) finds member events and publishes already in its rings.
 bus.start({
-  onPublish: publisher.deliver,
+  onPublish: (f) => publisher.deliver(f),
   onControl,
   onError: (err, type) => log.error({ err, frameType: type }, 'bus frame handler failed'),
 });

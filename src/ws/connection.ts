@@ -93,7 +93,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       case Ev.Subscribe: {
         const data = parseData(m.data);
         if (data === null || typeof data !== 'object') return malformed(ws, 'Malformed frame: subscribe needs data with a channel');
-        return subs.subscribe(ws, d, data as { channel?: unknown });
+        return subs.subscribe(ws, d, data);
       }
       case Ev.Unsubscribe: {
         const data = parseData(m.data) as { channel?: unknown } | null;

@@ -108,7 +108,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
   function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string) {
     let parsed: { user_id?: unknown; user_info?: unknown };
     try {
-      parsed = JSON.parse(channelData);
+      parsed = JSON.parse(channelData) as { user_id?: unknown; user_info?: unknown };
     } catch {
       return subscriptionError(ws, channel, 'AuthError', 'channel_data is not valid JSON', SubscriptionStatus.AuthFailed);
     }
