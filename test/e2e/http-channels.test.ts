@@ -197,7 +197,7 @@ t.test('channel queries, health checks and default CORS (one server)', async (t)
 
     ok(t, await rawRequest(srv.port, 'GET', `/up/${APP.id}`), { status: 'ok' }, 'GET /up/{id}');
     isError(t, await rawRequest(srv.port, 'GET', '/up/no-such-app'), 404, /no-such-app/, 'GET /up/{unknown}');
-    isError(t, await rawRequest(srv.port, 'GET', '/up/off-id'), 503, /disabled/, 'GET /up/{disabled}');
+    isError(t, await rawRequest(srv.port, 'GET', '/up/off-id'), 404, /disabled/, 'GET /up/{disabled}: 404, as its API requests');
     isError(t, await rawRequest(srv.port, 'GET', '/upx'), 404, /upx/, 'GET /upx');
   });
 
