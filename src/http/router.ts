@@ -176,7 +176,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     };
     const r = attempt(() => appHealth(deps, id));
     if (r instanceof Promise) {
-      r.catch((err: unknown) => {
+      void r.catch((err: unknown) => {
         log.error({ err }, 'GET /up/{appId} failed');
         return jsonError(500, 'internal server error');
       }).then((later) => answer(later, false));
