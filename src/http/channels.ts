@@ -36,10 +36,13 @@ export async function getChannels(deps: ApiDeps, app: AppConfig, params: Readonl
   const info = parseInfo(params.get('info'), ['user_count']);
   if (!(info instanceof Set)) return info;
   const prefix = params.get('filter_by_prefix') ?? '';
-  const list = await deps.directory.list(app.id, prefix);
-  if (info.has('user_count') && list.some(([name]) => !isPresence(name))) {
-    return jsonError(400, 'user_count can only be requested for presence channels: add filter_by_prefix=presence-');
+  // Pusher's HTTP API reference: user_count only with filter_by_prefix=presence- (or a
+  // longer presence- prefix), whatever is occupied now: the same request must not be
+  // accepted or refused depending on which channels happen to exist.
+  if (info.has('user_count') && !isPresence(prefix)) {
+    return jsonError(400, `info=user_count exists only for presence channels: it needs filter_by_prefix=presence- (got ${prefix === '' ? 'no filter_by_prefix' : `filter_by_prefix=${JSON.stringify(prefix)}`})`);
   }
+  const list = await deps.directory.list(app.id, prefix);
   const channels: Record<string, { user_count?: number }> = {};
   for (const [name, users] of list.sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
     channels[name] = info.has('user_count') ? { user_count: users ?? 0 } : {};

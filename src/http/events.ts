@@ -79,6 +79,14 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
       if (!EVENT_INFO.has(attr)) return jsonError(400, `${where}info attribute ${JSON.stringify(attr)} is not one of subscription_count, user_count`);
       asked.add(attr);
     }
+    // Pusher's HTTP API reference: user_count only for presence channels, and every
+    // channel the event goes to must be one (also in a batch item, whose info reports
+    // its first channel only: user_count asked of an event to public channels is the
+    // same mistake there).
+    const other = asked.has('user_count') ? channels.find((c) => !isPresence(c)) : undefined;
+    if (other !== undefined) {
+      return jsonError(400, `${where}info=user_count exists only for presence channels, and ${JSON.stringify(other)} is not one`);
+    }
     info = asked;
   }
   return { name, data, channels, socketId, info };

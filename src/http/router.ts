@@ -6,6 +6,7 @@ import { BusFullError, BusTimeoutError } from '../bus/bus';
 import { metersFor } from '../metrics/meters';
 import { verifyApiRequest } from '../protocol/api-auth';
 import { getChannel, getChannels, getUsers } from './channels';
+import { appHealth } from './health';
 import { terminateConnections } from './users';
 import type { ApiDeps } from './deps';
 import { postBatchEvents, postEvents } from './events';
@@ -107,7 +108,9 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       );
       if (!auth.ok) return jsonError(auth.status, auth.error);
       if (auth.authKey !== app.key) return jsonError(401, `auth_key ${auth.authKey} does not belong to app ${app.id}`);
-      if (!app.enabled) return jsonError(403, `App ${app.id} is disabled`);
+      // Spec statuses (no 403 there): a disabled app is one this server does not serve
+      // now, 404 as for an unknown app, but only once authenticated (README, HTTP API).
+      if (!app.enabled) return jsonError(404, `App ${app.id} is disabled`);
       if (!limited) return handler(deps, app, req, auth.params);
       return then(limitApp(deps, app), (bucket) => bucket.denied ?? then(handler(deps, app, req, auth.params), (r) => (
         { status: r.status, body: r.body, headers: r.headers ? { ...bucket.headers, ...r.headers } : bucket.headers })));
@@ -167,12 +170,21 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     const startedAt = performance.now();
     const cors = corsHeaders(config.cors, req.getHeader('origin') || null);
     const id = decodeURIComponentSafe(req.getParameter(0) ?? '');
-    const app = apps.byId(id);
-    const r: ApiResponse = !app ? jsonError(404, `App ${id} not found`)
-      : !app.enabled ? jsonError(503, `App ${id} is disabled`)
-      : { status: 200, body: { status: 'ok' } };
-    writeResponse(res, r, cors);
-    observeHttp('GET', '/up/:appId', r.status, startedAt);
+    const state = { aborted: false };
+    res.onAborted(() => { state.aborted = true; }); // the Redis check answers later
+    const answer = (r: ApiResponse, inCallback: boolean) => {
+      observeHttp('GET', '/up/:appId', r.status, startedAt);
+      if (!state.aborted) writeResponse(res, r, cors, deps.stopping(), inCallback);
+    };
+    const r = attempt(() => appHealth(deps, id));
+    if (r instanceof Promise) {
+      void r.catch((err: unknown) => {
+        log.error({ err }, 'GET /up/{appId} failed');
+        return jsonError(500, 'internal server error');
+      }).then((later) => answer(later, false));
+    } else {
+      answer(r, true);
+    }
   });
   uws.options('/*', (res, req) => {
     const h = corsHeaders(config.cors, req.getHeader('origin') || null);

@@ -133,6 +133,9 @@ export class MemoryRateLimiter implements RateLimiter {
     return Promise.resolve();
   }
 
+  /** Shared memory of this process: nothing can be down. */
+  health(): void {}
+
   close(): Promise<void> {
     return Promise.resolve();
   }

@@ -17,6 +17,8 @@ export class NoRateLimiter implements RateLimiter {
     return Promise.resolve();
   }
 
+  health(): void {}
+
   close(): Promise<void> {
     return Promise.resolve();
   }

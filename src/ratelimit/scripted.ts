@@ -161,6 +161,21 @@ export abstract class ScriptedRateLimiter implements RateLimiter {
     });
   }
 
+  /**
+   * Not connected: unavailable at once. Connected: a PING must come back within
+   * COMMAND_TIMEOUT_MS (a hung Redis keeps its connection while answering nothing).
+   */
+  health(): Promise<void> {
+    if (this.client.status !== 'ready') {
+      return Promise.reject(new RateLimiterUnavailable(
+        `rate limiter: ${this.where} is not connected (${this.lastError ?? this.client.status})`));
+    }
+    return this.client.ping().then(() => undefined, (err: unknown) => {
+      const why = err instanceof Error ? err.message : String(err);
+      throw new RateLimiterUnavailable(`rate limiter: ${this.where} did not answer PING (${why})`, { cause: err });
+    });
+  }
+
   close(): Promise<void> {
     this.client.disconnect();
     return Promise.resolve();

@@ -36,6 +36,11 @@ export interface RateLimiter {
   window(key: string, max: number, windowSec: number, cost?: number): MaybePromise<Decision>;
   /** Resolves once the backend answers; rejects with RateLimiterUnavailable after timeoutMs. */
   ready(timeoutMs: number): Promise<void>;
+  /**
+   * Whether the backend can be asked now (GET /up/{appId}): returns when it can, throws
+   * (or rejects with) RateLimiterUnavailable when not. Memory and none: always, at once.
+   */
+  health(): MaybePromise<void>;
   /** Releases connections and timers (a thread with an open socket does not exit). */
   close(): Promise<void>;
 }

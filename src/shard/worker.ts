@@ -20,13 +20,13 @@ import { createLogger } from '../log';
 import { createRateLimiter, STARTUP_TIMEOUT_MS } from '../ratelimit';
 import { PromMetrics } from '../metrics/registry';
 import { noMetrics, type MetricsSink } from '../metrics/types';
-import { ErrorCode } from '../protocol/codes';
 import { outName } from '../protocol/events';
 import { Backpressure } from '../ws/backpressure';
 import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
 import type { Socket } from '../ws/types';
 import { createFailover } from './failover';
+import { createShutdown } from './shutdown';
 import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
 
 const init = workerData as ShardInit;
@@ -164,39 +164,25 @@ void limiter.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
 
 let stopping = false;
 
-/**
- * Closes the listener and every client (4200). The thread then ends by itself once uWS
- * has no socket left: terminating a thread that still holds uWS sockets aborts the
- * process, so nothing is forced. Idle HTTP keep-alive sockets close within uWS's 10 s
- * idle timeout; requests still arriving on them are answered with Connection: close.
- * Clients that ignore the close handshake are cut after half the grace period.
- */
+/** The stop, bounded by shutdown_grace_period (shard/shutdown.ts). */
+const shutdown = createShutdown({
+  sockets,
+  closeListener: () => {
+    if (listenSocket) uWS.us_listen_socket_close(listenSocket);
+    listenSocket = null;
+  },
+  // In the native binding, not in uWS's TypeScript types.
+  closeAll: () => (uws as TemplatedApp & { close(): void }).close(),
+  bus, limiter, post, log,
+  endThread: () => parentPort!.close(),
+  graceMs: config.shutdown_grace_period,
+  clock: { setTimeout },
+});
+
 function shutdownNow(final: ShardEvent): void {
   stopping = true;
   clearInterval(sweepTimer);
-  if (listenSocket) {
-    uWS.us_listen_socket_close(listenSocket);
-    listenSocket = null;
-  }
-  for (const ws of [...sockets.values()]) {
-    ws.end(ErrorCode.ShuttingDown, 'Server shutting down');
-  }
-  const started = Date.now();
-  const done = () => {
-    bus.stop();
-    void limiter.close(); // an open Redis socket would keep this thread alive
-    post(final);
-    parentPort!.close();
-  };
-  if (sockets.size === 0) return done();
-  const poll = setInterval(() => {
-    if (sockets.size > 0 && Date.now() - started > config.shutdown_grace_period / 2) {
-      for (const ws of [...sockets.values()]) ws.close();
-    }
-    if (sockets.size > 0) return;
-    clearInterval(poll);
-    done();
-  }, 5);
+  shutdown.run(final);
 }
 
 if (promMetrics) {

@@ -139,21 +139,27 @@ t.test('HTTP API authentication', async (t) => {
     isError(t, await get(`${channelsPath}?${signApiQuery(APP.key, OTHER.secret, 'GET', channelsPath, {}, '', now())}`), 401, /signature/i, 'key of one app, secret of another');
   });
 
-  t.test('unknown app id in the path → 404; disabled app → 403', async (t) => {
+  t.test('unknown app id in the path → 404; disabled app → 404 once authenticated', async (t) => {
     const path = '/apps/no-such-app/channels';
     isError(t, await get(`${path}?${signApiQuery(APP.key, APP.secret, 'GET', path, {}, '', now())}`), 404, /no-such-app/, 'unknown app (GET)');
     const ep = '/apps/no-such-app/events';
     isError(t, await post(`${ep}?${signApiQuery(APP.key, APP.secret, 'POST', ep, {}, EVENT, now())}`, EVENT), 404, /no-such-app/, 'unknown app (POST)');
     isError(t, await get(path), 404, /no-such-app/, 'unknown app without auth');
 
-    // Documented choice: a disabled app answers 403 once the request is authenticated.
+    // Documented choice (README, HTTP API): the spec's statuses have no 403; a disabled app
+    // answers 404 once the request is authenticated (before that, 401 as for any app).
     const off = `/apps/${OFF.id}/channels`;
-    isError(t, await get(`${off}?${signApiQuery(OFF.key, OFF.secret, 'GET', off, {}, '', now())}`), 403, /disabled/, 'disabled app, signed');
+    isError(t, await get(`${off}?${signApiQuery(OFF.key, OFF.secret, 'GET', off, {}, '', now())}`), 404, /disabled/, 'disabled app, signed');
     const offEv = `/apps/${OFF.id}/events`;
-    isError(t, await post(`${offEv}?${signApiQuery(OFF.key, OFF.secret, 'POST', offEv, {}, EVENT, now())}`, EVENT), 403, /disabled/, 'disabled app, publish');
+    isError(t, await post(`${offEv}?${signApiQuery(OFF.key, OFF.secret, 'POST', offEv, {}, EVENT, now())}`, EVENT), 404, /disabled/, 'disabled app, publish');
     isError(t, await get(`${off}?${signApiQuery(OFF.key, 'wrong', 'GET', off, {}, '', now())}`), 401, /signature/i, 'disabled app, bad signature is still 401');
+    isError(t, await get(off), 401, /auth/i, 'disabled app, unsigned: 401 (nothing said about the app)');
     const sdkErr = await srv.sdk(OFF).trigger('c', 'e', 'd').then(() => null, (e: { status?: number }) => e);
-    t.equal(sdkErr?.status, 403, 'the SDK sees 403');
+    t.equal(sdkErr?.status, 404, 'the SDK sees 404');
+    const sdkBatch = await srv.sdk(OFF).triggerBatch([{ channel: 'c', name: 'e', data: 'd' }]).then(() => null, (e: { status?: number }) => e);
+    t.equal(sdkBatch?.status, 404, 'batch_events: 404');
+    const sdkGet = await srv.sdk(OFF).get({ path: '/channels/c/users' }).then(() => null, (e: { status?: number }) => e);
+    t.equal(sdkGet?.status, 404, 'channel users: 404');
   });
 
   t.test('unknown routes → 404 JSON', async (t) => {

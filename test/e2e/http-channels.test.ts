@@ -78,16 +78,24 @@ t.test('channel queries, health checks and default CORS (one server)', async (t)
     const res = await srv.sdk().get({ path: '/channels', params: { filter_by_prefix: 'presence-', info: 'user_count' } });
     t.same(await res.json(), { channels: { 'presence-list': { user_count: 2 }, 'presence-other': { user_count: 1 } } }, 'via SDK');
 
-    isError(t, await signedGet(srv, '/channels', { info: 'user_count' }), 400, /presence/, 'user_count without a presence prefix while other channels exist');
-    isError(t, await signedGet(srv, '/channels', { info: 'user_count', filter_by_prefix: 'list-' }), 400, /presence/, 'user_count with a non-presence prefix');
+    ok(t, await signedGet(srv, '/channels', { filter_by_prefix: 'presence-l', info: 'user_count' }),
+      { channels: { 'presence-list': { user_count: 2 } } }, 'a longer presence- prefix with user_count');
+    isError(t, await signedGet(srv, '/channels', { info: 'user_count' }), 400, /filter_by_prefix=presence-/, 'user_count without a prefix');
+    isError(t, await signedGet(srv, '/channels', { info: 'user_count', filter_by_prefix: 'list-' }), 400, /filter_by_prefix=presence-/, 'user_count with a non-presence prefix');
+    isError(t, await signedGet(srv, '/channels', { info: 'user_count', filter_by_prefix: 'presence' }), 400, /filter_by_prefix=presence-/, 'user_count with "presence" (no dash: would match other names)');
     isError(t, await signedGet(srv, '/channels', { info: 'subscription_count' }), 400, /info|subscription_count/, 'info attribute not allowed on the list');
 
-    // user_count without a prefix is fine while every occupied channel is a presence channel.
+    // Pusher's HTTP API reference: user_count needs filter_by_prefix=presence-, even when
+    // every occupied channel happens to be a presence channel (the answer must not depend
+    // on what else is occupied at the time).
     const solo = srv.track(await RawClient.connect(srv.wsUrl(SOLO.key)));
     const f = await solo.subscribeAuthed('presence-solo', { user_id: 's1' }, SOLO);
     t.equal(f.event, 'pusher_internal:subscription_succeeded');
-    const res2 = await srv.sdk(SOLO).get({ path: '/channels', params: { info: 'user_count' } });
-    t.same(await res2.json(), { channels: { 'presence-solo': { user_count: 1 } } }, 'only presence channels: user_count without a prefix');
+    const refused = await srv.sdk(SOLO).get({ path: '/channels', params: { info: 'user_count' } }).then(() => null, (e: { status?: number; body?: string }) => e);
+    t.equal(refused?.status, 400, 'only presence channels occupied: user_count without the prefix is still 400 (SDK)');
+    t.match(refused?.body, /filter_by_prefix=presence-/, 'the SDK error carries the message');
+    const res2 = await srv.sdk(SOLO).get({ path: '/channels', params: { filter_by_prefix: 'presence-', info: 'user_count' } });
+    t.same(await res2.json(), { channels: { 'presence-solo': { user_count: 1 } } }, 'with the prefix (SDK)');
   });
 
   t.test('GET /channels/{name}: occupied, subscription_count, user_count', async (t) => {
@@ -189,7 +197,7 @@ t.test('channel queries, health checks and default CORS (one server)', async (t)
 
     ok(t, await rawRequest(srv.port, 'GET', `/up/${APP.id}`), { status: 'ok' }, 'GET /up/{id}');
     isError(t, await rawRequest(srv.port, 'GET', '/up/no-such-app'), 404, /no-such-app/, 'GET /up/{unknown}');
-    isError(t, await rawRequest(srv.port, 'GET', '/up/off-id'), 503, /disabled/, 'GET /up/{disabled}');
+    isError(t, await rawRequest(srv.port, 'GET', '/up/off-id'), 404, /disabled/, 'GET /up/{disabled}: 404, as its API requests');
     isError(t, await rawRequest(srv.port, 'GET', '/upx'), 404, /upx/, 'GET /upx');
   });
 

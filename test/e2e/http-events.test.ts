@@ -138,18 +138,30 @@ t.test('POST /events', async (t) => {
     const pres = await spreadClients(srv, 3);
     // three (or more) connections, two users: u2 on the third, u1 on all others
     await subscribeAll(t, pres, 'presence-info', (i) => ({ user_id: i === 2 ? 'u2' : 'u1', user_info: {} }));
+    await subscribeAll(t, pres, 'presence-info2', () => ({ user_id: 'u3', user_info: {} }));
     await waitCount(srv, 'info-pub', pub.length);
 
     const r = await signedPost(srv, 'events', {
-      name: 'i', channels: ['info-pub', 'presence-info'], data: 'd', info: 'subscription_count,user_count',
+      name: 'i', channels: ['info-pub', 'presence-info'], data: 'd', info: 'subscription_count',
     });
     t.equal(r.status, 200, r.text);
     t.same(r.json, {
       channels: {
         'info-pub': { subscription_count: pub.length },
-        'presence-info': { subscription_count: pres.length, user_count: 2 },
+        'presence-info': { subscription_count: pres.length },
       },
-    }, 'user_count only for the presence channel');
+    }, 'subscription_count of each channel');
+
+    const both = await signedPost(srv, 'events', {
+      name: 'i', channels: ['presence-info', 'presence-info2'], data: 'd', info: 'subscription_count,user_count',
+    });
+    t.equal(both.status, 200, both.text);
+    t.same(both.json, {
+      channels: {
+        'presence-info': { subscription_count: pres.length, user_count: 2 },
+        'presence-info2': { subscription_count: pres.length, user_count: 1 },
+      },
+    }, 'user_count of each presence channel');
 
     const r2 = await signedPost(srv, 'events', { name: 'i', channel: 'presence-info', data: 'd', info: 'user_count' });
     t.same(r2.json, { channels: { 'presence-info': { user_count: 2 } } }, 'only what was asked for');
@@ -162,6 +174,38 @@ t.test('POST /events', async (t) => {
 
     const bad = await signedPost(srv, 'events', { name: 'i', channel: 'info-pub', data: 'd', info: 'occupied' });
     isError(t, bad, 400, /info/, 'unknown info attribute');
+  });
+
+  t.test('info=user_count is refused (400) unless every channel is a presence channel', async (t) => {
+    const pub = await spreadClients(srv, 2);
+    await subscribeAll(t, pub, 'uc-pub');
+    const msg = /user_count.*presence channels.*"uc-pub" is not one/;
+    isError(t, await signedPost(srv, 'events', { name: 'refused', channel: 'uc-pub', data: 'd', info: 'user_count' }), 400, msg, 'a public channel');
+    isError(t, await signedPost(srv, 'events', { name: 'refused', channels: ['presence-uc', 'uc-pub'], data: 'd', info: 'subscription_count,user_count' }), 400, msg,
+      'a presence and a public channel');
+    isError(t, await signedPost(srv, 'events', { name: 'refused', channel: 'private-uc', data: 'd', info: 'user_count' }), 400, /"private-uc" is not one/, 'a private channel');
+    const sdkErr = await srv.sdk().trigger('uc-pub', 'refused', 'd', { info: 'user_count' }).then(() => null, (e: { status?: number; body?: string }) => e);
+    t.equal(sdkErr?.status, 400, 'the SDK sees 400');
+    t.match(sdkErr?.body, /user_count.*presence channels.*uc-pub.*is not one/, 'with the message (in the JSON body)');
+
+    isError(t, await signedPost(srv, 'batch_events', { batch: [
+      { name: 'refused', channel: 'presence-uc', data: 'd', info: 'user_count' },
+      { name: 'refused', channel: 'uc-pub', data: 'd', info: 'user_count' },
+    ] }), 400, /^batch\[1\]: info=user_count.*"uc-pub" is not one/, 'a batch item on a public channel (the whole batch)');
+    isError(t, await signedPost(srv, 'batch_events', { batch: [
+      { name: 'refused', channels: ['presence-uc', 'uc-pub'], data: 'd', info: 'user_count' },
+    ] }), 400, /^batch\[0\]: .*"uc-pub" is not one/, 'a batch item whose second channel is public');
+    const sdkBatch = await srv.sdk().triggerBatch([{ channel: 'uc-pub', name: 'refused', data: 'd', info: 'user_count' }])
+      .then(() => null, (e: { status?: number; body?: string }) => e);
+    t.equal(sdkBatch?.status, 400, 'the SDK sees 400 for the batch');
+    t.match(sdkBatch?.body, /batch\[0\]: .*user_count/, 'with the item named');
+
+    // Nothing refused was delivered: the next event each subscriber gets is the marker.
+    t.same((await signedPost(srv, 'events', { name: 'marker', channel: 'uc-pub', data: 'm' })).json, { ok: true });
+    for (const c of pub) {
+      const f = await c.next((f) => f.channel === 'uc-pub' && f.event !== 'pusher_internal:subscription_succeeded');
+      t.equal(f.event, 'marker', 'the marker is the first event on uc-pub');
+    }
   });
 
   t.test('batch_events: delivered, answered 1:1 with info per item', async (t) => {

@@ -107,7 +107,20 @@ export class RedisServer {
     }
   }
 
+  /**
+   * SIGSTOP / SIGCONT: a hung server. Its connections stay open and it answers nothing
+   * (what a dead connection cannot show: ioredis still reports it ready).
+   */
+  freeze(): void {
+    this.proc?.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.proc?.kill('SIGCONT');
+  }
+
   async stop(): Promise<void> {
+    this.thaw();
     await this.kill();
     rmSync(this.dir, { recursive: true, force: true });
   }

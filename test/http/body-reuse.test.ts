@@ -24,6 +24,7 @@ t.test('requests whose answers wait each publish their own body', async (t) => {
     consume: () => new Promise<Decision>((resolve) => pending.push(() => resolve({ allowed: true, limit: 1000, remaining: 999, resetSeconds: 1, retryAfterSeconds: 0 }))),
     window: () => ({ allowed: true, limit: 1, remaining: 1, resetSeconds: 1, retryAfterSeconds: 0 }),
     ready: async () => undefined,
+    health: () => undefined,
     close: async () => undefined,
   };
   const published: string[] = [];

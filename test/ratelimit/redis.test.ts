@@ -35,6 +35,7 @@ const redisCfg = (port: number, extra: ConfigInput = {}) => loadConfig({
 /** Unit checks every backend must pass (the same suite for redis and redis-cluster). */
 async function limiterConformance(t: tap.Test, limiter: RateLimiter, keyExists: (key: string) => Promise<boolean>) {
   await limiter.ready(5000);
+  await t.resolves(Promise.resolve(limiter.health()), 'health(): the backend answers');
   const key = limitKey.api(`conf-${Date.now()}`);
   for (let i = 0; i < 3; i++) {
     const d = await limiter.consume(key, 3, 3);
@@ -133,6 +134,42 @@ t.test(`redis driver, workers: ${WORKERS}`, async (t) => {
     }
     await eventually(async () => (await signedGet(srv.port, APP, 'channels')).status === 200, 20_000, 'recovery after Redis is back');
     t.pass('recovered by itself');
+  });
+
+  t.test('GET /up/{appId}: 503 while Redis is down or hung, 200 again once it answers', async (t) => {
+    const OFF = { id: 'off-id', key: 'off-key', secret: 'off-secret', enabled: false };
+    const srv = await startServer({ apps: [{ ...APP }, OFF], rate_limiter: { driver: 'redis' }, database: { redis: { host: '127.0.0.1', port: redis.port } } });
+    t.teardown(() => srv.stop());
+    // One connection per request: with several shards they land on several of them.
+    const statuses = async () => Promise.all(Array.from({ length: 2 * WORKERS }, async () => (await rawRequest(srv.port, 'GET', `/up/${APP.id}`)).status));
+    const all = (status: number) => async () => (await statuses()).every((s) => s === status);
+    t.same(await statuses(), Array(2 * WORKERS).fill(200), 'up: 200 on every shard');
+
+    await redis.kill();
+    try {
+      await eventually(all(503), 10_000, '/up/{appId} to answer 503 on every shard (Redis killed)');
+      const down = await rawRequest(srv.port, 'GET', `/up/${APP.id}`);
+      t.same(down.json, { error: `App ${APP.id} is not available: its rate limiter (redis) cannot be reached` }, 'says why');
+      t.notMatch(down.text, String(redis.port), 'without the address of the backend (the endpoint is not authenticated)');
+      t.same({ status: (await rawRequest(srv.port, 'GET', '/up')).status }, { status: 200 }, '/up (the process) is still 200');
+      t.equal((await rawRequest(srv.port, 'GET', `/up/${OFF.id}`)).status, 404, 'a disabled app is still 404');
+      t.equal((await rawRequest(srv.port, 'GET', '/up/no-such-app')).status, 404, 'an unknown app is still 404');
+    } finally {
+      await redis.resume();
+    }
+    await eventually(all(200), 20_000, '/up/{appId} to answer 200 again (Redis back)');
+    t.pass('200 again once Redis is back');
+
+    redis.freeze();
+    try {
+      const started = Date.now();
+      await eventually(all(503), 10_000, '/up/{appId} to answer 503 on every shard (Redis hung)');
+      t.ok(Date.now() - started < 5000, `hung Redis: 503 after the PING timeout, no hang (${Date.now() - started} ms)`);
+    } finally {
+      redis.thaw();
+    }
+    await eventually(all(200), 20_000, '/up/{appId} to answer 200 again (Redis thawed)');
+    t.pass('200 again once Redis answers');
   });
 
   t.test('outage counts rate_limiter_errors_total (router in this thread, recording sink)', async (t) => {

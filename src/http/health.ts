@@ -1,0 +1,26 @@
+// GET /up/{appId}: whether this server can serve the app now. 200 {"status":"ok"}; 404
+// for an app it does not serve (unknown, or disabled: the same status as its API
+// requests, see router.ts); 503 when a backend every request of the app needs is down —
+// today the Redis rate limiter (every limited endpoint of every app asks it, and fails
+// closed). GET /up stays the process's own liveness: always 200 while it listens.
+
+import type { ApiDeps } from './deps';
+import { attempt, type MaybePromise } from './maybe';
+import { jsonError, type ApiResponse } from './request';
+import { RateLimiterUnavailable } from '../ratelimit/types';
+
+const OK: ApiResponse = Object.freeze({ status: 200, body: Object.freeze({ status: 'ok' }) });
+
+export function appHealth(deps: Pick<ApiDeps, 'apps' | 'limiter' | 'log'>, id: string): MaybePromise<ApiResponse> {
+  const app = deps.apps.byId(id);
+  if (!app) return jsonError(404, `App ${id} not found`);
+  if (!app.enabled) return jsonError(404, `App ${id} is disabled`);
+  const checked = attempt(() => deps.limiter.health());
+  if (!(checked instanceof Promise)) return OK;
+  return checked.then(() => OK, (err: unknown) => {
+    if (!(err instanceof RateLimiterUnavailable)) throw err;
+    // The address of the backend stays in the log: /up/{appId} is not authenticated.
+    deps.log.debug({ err: err.message, app: id }, 'GET /up/{appId}: the rate limiter is unavailable');
+    return jsonError(503, `App ${id} is not available: its rate limiter (${deps.limiter.driver}) cannot be reached`);
+  });
+}
