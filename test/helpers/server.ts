@@ -133,12 +133,6 @@ export class RawClient {
     return this.next((f) => f.event === event && (channel === undefined || f.channel === channel), timeoutMs);
   }
 
-  /** Waits ms and asserts nothing matching arrived (returns the matches). */
-  async none(pred: (f: Frame) => boolean, ms = 300): Promise<Frame[]> {
-    await sleep(ms);
-    return this.frames.filter(pred);
-  }
-
   /**
    * A round trip on this connection: subscribes to a fresh public channel, waits for its
    * subscription_succeeded (sent in the turn the server reads the subscribe), then leaves
