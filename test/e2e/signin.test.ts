@@ -47,6 +47,9 @@ t.test('signin, server-to-user events and terminate_connections', async (t) => {
       t.equal(err.data.code, 4009);
       t.equal(await c.closed(), 4009);
     }
+    // The terminate reached every shard before a later event to bob: had it cut bob, this one would not come.
+    await sdk.sendToUser('bob', 'after-terminate', {});
+    await other.event('after-terminate', '#server-to-user-bob');
     t.equal(other.closeCode, null, 'other users stay connected');
   });
 
