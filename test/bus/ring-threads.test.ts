@@ -75,15 +75,26 @@ t.test('doorbell: one ring per turn, wake on change, idle without spinning, stop
   let wakes = 0;
   const listener = new DoorbellListener(bell, () => { wakes++; });
   const sleep = (ms: number) => keepAlive(new Promise(r => setTimeout(r, ms)));
+  // A second listener on the same doorbell is the marker: one notify wakes every waiter in
+  // the order they started waiting, so once it has woken from a ring, a listener that was
+  // waiting before it has run its wake too.
+  let marks = 0;
+  const marker = new DoorbellListener(bell, () => { marks++; });
+  const markerWoke = async (n: number) => {
+    for (let i = 0; i < 200 && marks < n; i++) await sleep(10);
+    t.equal(marks, n, `marker listener woken (${n})`);
+  };
   listener.start();
   t.equal(wakes, 1, 'start() calls onWake once at once');
-  await sleep(30);
-  t.equal(wakes, 1, 'idle: no spurious wakes');
+  await sleep(30); // idle a while (pace only)
+  marker.start();
   ringer.ringNow();
-  for (let i = 0; i < 200 && wakes < 2; i++) await sleep(10);
-  t.equal(wakes, 2, 'woken by a ring');
-  listener.stop();
+  await markerWoke(2);
+  t.equal(wakes, 2, 'idle: no spurious wakes; woken by the ring');
+  listener.stop(); // its notify wakes the marker once (documented on stop())
+  await markerWoke(3);
   ringer.ringNow();
-  await sleep(30);
+  await markerWoke(4);
   t.equal(wakes, 2, 'no wake after stop()');
+  marker.stop();
 });

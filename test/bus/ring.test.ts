@@ -197,6 +197,8 @@ t.test('retry timer flushes the spill without help; close() stops it', async t =
   for (let i = 0; i < 20; i++) w.write(1, new Uint8Array(500));
   w.close();
   r.drain(() => {});
+  // A marker, not a guess: Node runs timers in expiry order (and pending immediates before
+  // a later turn), so this 10 ms timer fires after the writer's 1 ms retry had it survived close().
   await new Promise(res => setTimeout(res, 10));
   t.equal(r.drain(() => {}), 0, 'no flush after close()');
   const left = w.spilledBytes;

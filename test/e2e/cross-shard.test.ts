@@ -8,7 +8,8 @@ import Pusher from 'pusher';
 import t, { type Test } from 'tap';
 import WebSocket from 'ws';
 import { ownerOf } from '../../src/channels/owner';
-import { APP, RawClient, eventually, sleep, startServer, type Frame, type TestServer } from '../helpers/server';
+import { APP, RawClient, eventually, startServer, type Frame, type TestServer } from '../helpers/server';
+import { settle } from '../helpers/settle';
 
 
 const CLIENTS = 16;
@@ -91,7 +92,7 @@ t.test('an SDK publish reaches every subscriber on every shard exactly once, in 
   }
   await eventually(() => clients.every((c) => framesOf(c, 'numbered', channel).length >= COUNT), 10_000,
     'every subscriber to receive 200 events');
-  await sleep(200); // any duplicate would arrive by now
+  await settle(srv, clients, channel); // a duplicate would come before the marker
   const expected = Array.from({ length: COUNT }, (_, i) => i);
   for (const c of clients) {
     const got = framesOf(c, 'numbered', channel).map((f) => parse(f.data).i as number);
@@ -111,7 +112,7 @@ t.test('publishes answered by different shards (a new HTTP connection each) keep
   for (let i = 0; i < COUNT; i++) await sdk.trigger(channel, 'numbered', { i });
   await eventually(() => clients.every((c) => framesOf(c, 'numbered', channel).length >= COUNT), 10_000,
     'every subscriber to receive 200 events');
-  await sleep(200);
+  await settle(srv, clients, channel);
   const expected = Array.from({ length: COUNT }, (_, i) => i);
   for (const c of clients) {
     t.same(framesOf(c, 'numbered', channel).map((f) => parse(f.data).i as number), expected,
@@ -159,7 +160,8 @@ async function presenceAcrossShards(t: Test, srv: TestServer, channel: string): 
   const addedExpect = (j: number) => (j < USERS ? Array.from({ length: USERS - 1 - j }, (_, i) => uid(j + 1 + i)) : []);
   await eventually(() => order.every((c, j) => framesOf(c, 'pusher_internal:member_added', channel).length >= addedExpect(j).length),
     5000, 'member_added events');
-  await sleep(300);
+  // The owner writes a join's member events before its answer, and every join was answered.
+  await settle(srv, order, channel);
   order.forEach((c, j) => {
     const added = framesOf(c, 'pusher_internal:member_added', channel).map((f) => parse(f.data));
     t.same(added.map((a) => a.user_id), addedExpect(j), `member_added seen by join ${j}`);
@@ -172,12 +174,13 @@ async function presenceAcrossShards(t: Test, srv: TestServer, channel: string): 
     { occupied: true, user_count: USERS, subscription_count: CLIENTS });
 
   // First connections leave: every user still has a connection, so no member_removed.
+  // Once the owner counts the leaves, any member event of them has been written.
   await Promise.all(firsts.map((c) => c.close()));
-  await sleep(400);
-  t.same(seconds.flatMap((c) => framesOf(c, 'pusher_internal:member_removed', channel)), [],
-    'no member_removed while each user has another connection');
   await eventually(async () => (await channelInfo(srv, channel, 'subscription_count')).subscription_count === USERS,
     3000, 'subscription_count to drop to the remaining connections');
+  await settle(srv, seconds, channel);
+  t.same(seconds.flatMap((c) => framesOf(c, 'pusher_internal:member_removed', channel)), [],
+    'no member_removed while each user has another connection');
 
   // Last connections leave one by one (each on whatever shard it landed on).
   for (let k = 0; k < USERS; k++) {
@@ -185,8 +188,9 @@ async function presenceAcrossShards(t: Test, srv: TestServer, channel: string): 
     const stay = seconds.slice(k + 1);
     await eventually(() => stay.every((c) => framesOf(c, 'pusher_internal:member_removed', channel)
       .some((f) => parse(f.data).user_id === uid(k))), 3000, `member_removed of ${uid(k)}`);
+    // Before the next leave: a second member_removed of this one would be here now.
+    await settle(srv, stay, channel);
   }
-  await sleep(200);
   seconds.forEach((c, j) => {
     const removed = framesOf(c, 'pusher_internal:member_removed', channel).map((f) => parse(f.data).user_id);
     t.same(removed, Array.from({ length: j }, (_, k) => uid(k)), `member_removed seen by ${uid(j)}: each departed user once`);
@@ -214,9 +218,9 @@ t.test('subscription_count adds up subscribers on every shard and returns to 0',
   await eventually(async () => (await count()) === CLIENTS, 3000, `subscription_count ${CLIENTS}`);
   t.same(await channelInfo(srv, channel, 'subscription_count'), { occupied: true, subscription_count: CLIENTS });
 
-  // A repeated subscribe is not a second subscription.
+  // A repeated subscribe is not a second subscription. Whatever its handler told the owner
+  // was written before the answer, so before the owner is asked.
   await clients[0].subscribe(channel);
-  await sleep(100);
   t.equal(await count(), CLIENTS, 'a repeated subscribe does not count twice');
 
   // Half unsubscribe, the rest disconnect.
@@ -266,7 +270,7 @@ t.test('client events cross shards and are not echoed to the sender', async (t) 
   for (const s of senders) s.send({ event: 'client-hello', channel, data: { from: s.socketId } });
   const expectFor = (c: RawClient) => senders.filter((s) => s !== c).map((s) => s.socketId).sort();
   await eventually(() => clients.every((c) => framesOf(c, 'client-hello', channel).length >= expectFor(c).length), 3000, 'client events');
-  await sleep(200);
+  await settle(srv, clients, channel); // every event was written before a peer got it
   for (const c of clients) {
     const got = framesOf(c, 'client-hello', channel).map((f) => parse(f.data).from as string).sort();
     t.same(got, expectFor(c), `${c.socketId} got each other sender's event once and not its own`);
@@ -280,7 +284,7 @@ t.test('client events cross shards and are not echoed to the sender', async (t) 
   sender.send({ event: 'client-typing', channel: pchan, data: { typing: true } });
   const others = clients.filter((c) => c !== sender);
   await eventually(() => others.every((c) => framesOf(c, 'client-typing', pchan).length === 1), 3000, 'presence client event');
-  await sleep(150);
+  await settle(srv, clients, pchan);
   const senderIdx = clients.indexOf(sender);
   for (const c of others) {
     const [f] = framesOf(c, 'client-typing', pchan);
@@ -303,7 +307,7 @@ t.test('socket_id exclusion works whichever shard serves the HTTP request', asyn
     t.equal(res.status, 200);
   }
   await eventually(() => clients.every((c) => framesOf(c, 'excluded', channel).length >= CLIENTS - 1), 5000, 'events');
-  await sleep(200);
+  await settle(srv, clients, channel);
   for (const c of clients) {
     const got = framesOf(c, 'excluded', channel).map((f) => parse(f.data).not as string).sort();
     t.same(got, clients.filter((o) => o !== c).map((o) => o.socketId).sort(), `${c.socketId} got every event except its own exclusion`);

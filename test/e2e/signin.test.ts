@@ -35,7 +35,10 @@ t.test('signin, server-to-user events and terminate_connections', async (t) => {
       t.equal(ev.channel, '#server-to-user-alice');
       t.same(JSON.parse(ev.data), { n: 1 });
     }
-    t.same(await other.none((f) => f.event === 'note'), [], 'bob gets nothing');
+    // A marker for bob, sent after: the note to alice would have come before it.
+    await sdk.sendToUser('bob', 'marker', {});
+    await other.event('marker', '#server-to-user-bob');
+    t.same(other.frames.filter((f) => f.event === 'note'), [], 'bob gets nothing');
 
     const term = await sdk.terminateUserConnections('alice');
     t.equal(term.status, 200);
@@ -44,6 +47,9 @@ t.test('signin, server-to-user events and terminate_connections', async (t) => {
       t.equal(err.data.code, 4009);
       t.equal(await c.closed(), 4009);
     }
+    // The terminate reached every shard before a later event to bob: had it cut bob, this one would not come.
+    await sdk.sendToUser('bob', 'after-terminate', {});
+    await other.event('after-terminate', '#server-to-user-bob');
     t.equal(other.closeCode, null, 'other users stay connected');
   });
 

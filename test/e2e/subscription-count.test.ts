@@ -1,7 +1,30 @@
 // pusher_internal:subscription_count for apps that opt in (subscription_count_events),
 // coalesced by the channel's owner and sent on non-presence channels only.
 import t from 'tap';
-import { RawClient, eventually, startServer } from '../helpers/server';
+import { ownerOf } from '../../src/channels/owner';
+import { RawClient, WORKERS, eventually, startServer, type TestServer } from '../helpers/server';
+import { settle } from '../helpers/settle';
+
+type App = { id: string; key: string; secret: string };
+const isCount = (f: { event: string }) => f.event === 'pusher_internal:subscription_count';
+
+/**
+ * The owner sends subscription_count from a 250 ms timer set when a count changes. To show
+ * that a change set none: a channel of the opted-in app with the same owner changes after
+ * it, and its count arrives; the owner's timers fire in the order they were set, so a
+ * timer of the first change would have written its event before. A marker published then
+ * on the first channel comes after that event (test/helpers/settle.ts).
+ */
+async function ownerTimersRan(srv: TestServer, counted: App, app: App, channel: string, tag: string): Promise<void> {
+  const owner = ownerOf(app.id, channel, WORKERS);
+  let k = 0;
+  while (ownerOf(counted.id, `probe-${tag}-${k}`, WORKERS) !== owner) k++;
+  const probe = `probe-${tag}-${k}`;
+  const q = srv.track(await RawClient.connect(srv.wsUrl(counted.key)));
+  await q.subscribe(probe);
+  await q.next((f) => isCount(f) && f.channel === probe);
+  await q.close();
+}
 
 t.test('subscription_count events follow the count across shards, for opted-in apps only', async (t) => {
   const counted = { id: 'counted', key: 'counted-key', secret: 'counted-secret', subscription_count_events: true };
@@ -24,10 +47,14 @@ t.test('subscription_count events follow the count across shards, for opted-in a
   await p.subscribe('room');
   const p2 = srv.track(await RawClient.connect(srv.wsUrl(plain.key)));
   await p2.subscribe('room');
-  t.same(await p.none((f) => f.event === 'pusher_internal:subscription_count', 500), [], 'not opted in: none');
+  await ownerTimersRan(srv, counted, plain, 'room', 'plain');
+  await settle(srv, [p, p2], 'room', { app: plain });
+  t.same([p, p2].flatMap((c) => c.frames.filter(isCount)), [], 'not opted in: none');
 
   const pres = srv.track(await RawClient.connect(srv.wsUrl(counted.key)));
   await pres.subscribeAuthed('presence-x', { user_id: 'u' }, counted);
-  t.same(await pres.none((f) => f.event === 'pusher_internal:subscription_count', 500), [], 'presence: none');
+  await ownerTimersRan(srv, counted, counted, 'presence-x', 'presence');
+  await settle(srv, pres, 'presence-x', { app: counted });
+  t.same(pres.frames.filter(isCount), [], 'presence: none');
   await srv.stop();
 });

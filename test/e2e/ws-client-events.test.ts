@@ -7,6 +7,7 @@ import t, { type Test } from 'tap';
 import { sign } from '../helpers/auth';
 import { connected, pusherJs } from '../helpers/pusher-js';
 import { APP, RawClient, eventually, type Frame, type TestServer } from '../helpers/server';
+import { settle, settleChannel } from '../helpers/settle';
 import { scope, sharedServer, type Closable } from '../helpers/shared-server';
 
 type App = { id: string; key: string; secret: string };
@@ -53,6 +54,7 @@ t.test('private channel: client events reach the other subscribers, not the send
   const ch = 'private-chat';
   const [a, b, c] = [await member(srv, keep, ch), await member(srv, keep, ch), await member(srv, keep, ch)];
   const outsider = keep(await RawClient.connect(srv.wsUrl()));
+  await outsider.subscribe('outsider-side'); // where its marker comes
   a.send({ event: 'client-msg', channel: ch, data: { text: 'hi' } });
   for (const r of [b, c]) {
     const got = await r.event('client-msg', ch);
@@ -63,7 +65,10 @@ t.test('private channel: client events reach the other subscribers, not the send
   t.equal((await a.event('client-raw', ch)).data, '{"n":1}');
   t.equal((await c.event('client-raw', ch)).data, '{"n":1}');
 
-  t.same(await a.none((f) => f.event === 'client-msg', 300), [], 'the sender does not get its own event');
+  // Both events were written before their peers got them; the markers come after.
+  await settle(srv, [a, b, c], ch);
+  await settle(srv, outsider, 'outsider-side');
+  t.same(a.frames.filter((f) => f.event === 'client-msg'), [], 'the sender does not get its own event');
   t.same(b.frames.filter((f) => f.event === 'client-raw'), [], 'nor does the other sender');
   t.same(outsider.frames.filter(isClient), [], 'a non-subscriber gets nothing');
   t.same([a, b, c].flatMap((x) => x.frames.filter(isError)), [], 'no errors');
@@ -84,7 +89,8 @@ t.test('presence channel: client events carry the sender\'s user_id', async (t) 
   const fromN = await a.event('client-typing', ch);
   t.equal(fromN.user_id, 7, 'numeric user_id stays a number');
   t.equal((await b.event('client-typing', ch)).user_id, 7);
-  t.same(await a.none(isClient, 300), [], 'alice did not get her own event back');
+  await settle(srv, [a, b, n], ch);
+  t.same(a.frames.filter(isClient), [], 'alice did not get her own event back');
   t.same(n.frames.filter(isClient), [], 'nor did user 7');
 });
 
@@ -113,7 +119,10 @@ t.test('refusals: pusher:error 4301 with the channel, connection stays open', as
   a.send({ event: 'pusher:unsubscribe', data: { channel: ch } });
   await expectRefused(t, a, { event: 'client-x', channel: ch, data: {} }, 'after unsubscribe');
 
-  t.same(await b.none((f) => f.event === 'client-x', 300), [], 'no refused event was delivered');
+  // Each refusal was answered after anything its handler might have sent on.
+  await settle(srv, b, ch);
+  await settle(srv, pubPeer, 'public-room');
+  t.same(b.frames.filter((f) => f.event === 'client-x'), [], 'no refused event was delivered');
   t.same(pubPeer.frames.filter(isClient), [], 'nothing reached the public channel');
 });
 
@@ -128,7 +137,9 @@ t.test('refusal: app with enable_client_messages false', async (t) => {
   const pa = await member(srv, keep, p, NO_CLIENT, { user_id: 'pa' });
   const pb = await member(srv, keep, p, NO_CLIENT, { user_id: 'pb' });
   await expectRefused(t, pa, { event: 'client-x', channel: p, data: { a: 1 } }, 'client messages disabled (presence)');
-  t.same(await b.none(isClient, 300), [], 'nothing delivered');
+  await settle(srv, b, ch, { app: NO_CLIENT });
+  await settle(srv, pb, p, { app: NO_CLIENT });
+  t.same(b.frames.filter(isClient), [], 'nothing delivered');
   t.same(pb.frames.filter(isClient), [], 'nothing delivered (presence)');
 });
 
@@ -163,6 +174,7 @@ t.test('refusal: rate over max_client_events_per_second', async (t) => {
     t.equal(e.channel, ch);
   }
   t.same(delivered.map((f) => f.data.i), [0, 1, 2, 3, 4].slice(0, delivered.length), 'the first ones got through, in order');
+  await a.sync(); // a close after the refusals would come before this round trip's answer
   t.equal(a.closeCode, null, 'the sender stays connected');
 
   // The allowance comes back after a second.
@@ -196,7 +208,7 @@ t.test('pusher-js: channel.trigger reaches another pusher-js client', async (t) 
     const { data, meta } = await got;
     t.same(data, { from: 'one', on: name }, `${name}: delivered to the other client`);
     if (name.startsWith('presence-')) t.equal(meta?.user_id, 'one', 'presence: metadata carries the sender\'s user_id');
-    await new Promise((r) => setTimeout(r, 200));
+    await settleChannel(srv, ch1); // the event reached `two`: a marker published now comes after any echo
     t.same(echoed, [], `${name}: not echoed to the sender`);
   }
 });

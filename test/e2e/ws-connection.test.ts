@@ -117,7 +117,8 @@ t.test('pusher:ping and proto:ping are answered with pusher:pong and data {}', a
     const pong = await c.event('pusher:pong');
     t.same(pong, { event: 'pusher:pong', data: {} }, `pong for ${JSON.stringify(p)}`);
   }
-  t.same(await c.none(() => true, 200), [], 'exactly one pong per ping, nothing else');
+  await c.sync(); // a round trip after the pings: an extra pong would be here before it
+  t.same(c.frames, [], 'exactly one pong per ping, nothing else');
 });
 
 t.test('protocol.event_prefix proto: the server sends proto: / proto_internal: names', async (t) => {
@@ -205,6 +206,7 @@ t.test('activity timeout: server pings a quiet client and closes it with 4201 wh
   t.ok(await alive(answerer), 'answering client still works');
 
   clearInterval(chatter);
+  await chatty.sync(); // a close or a server ping sent before this round trip would be here now
   t.equal(chatty.closeCode, null, 'a client that keeps sending stays open');
   t.same(chatty.frames.filter((f) => f.event === 'pusher:ping'), [], 'a client that keeps sending is never pinged');
 });
@@ -293,7 +295,8 @@ t.test('unknown pusher: events are ignored: no error, the connection stays', asy
   c.send({ event: 'proto:no_such_event', data: { x: 1 } });
   c.send({ event: 'pusher:pong', data: {} });
   c.send({ event: 'pusher:', data: {} });
-  t.same(await c.none(() => true, 400), [], 'no answer at all');
+  await c.sync(); // the server read every frame before the sentinel subscribe
+  t.same(c.frames, [], 'no answer at all');
   t.equal(c.closeCode, null, 'still open');
   const sub = await c.subscribe('after-unknown');
   t.equal(sub.event, 'pusher_internal:subscription_succeeded');

@@ -142,6 +142,7 @@ t.test('Rebuild: a survivor that dies meanwhile or never answers does not hold i
   await new Promise((res) => setTimeout(res, 0));
   t.equal(done, 1, 'finished once shard 1 was known gone');
   const slow = new Rebuild([0], owner, () => undefined, () => undefined, () => done++, 50);
+  // Timers fire in expiry order: the rebuild's 50 ms timeout, set first, runs before this one.
   await new Promise((res) => setTimeout(res, 120));
   t.equal(slow.done, true);
   t.equal(slow.stats.timedOut, true);

@@ -14,6 +14,7 @@ import type { Socket } from 'node:net';
 import t from 'tap';
 import { ownerOf } from '../../src/channels/owner';
 import { APP, RawClient, WORKERS, eventually, startServer } from '../helpers/server';
+import { settle } from '../helpers/settle';
 import { MiB, metric, publish, rssSampler, signedGet } from './api';
 
 process.env.RINGCAST_TEST_HOOKS = '1';
@@ -98,7 +99,7 @@ t.test('ring saturation', async (t) => {
   for (const c of subs) {
     await eventually(() => seqs(c).length >= ok.length, 20_000, `subscriber ${c.socketId} to catch up`);
   }
-  await new Promise((r) => setTimeout(r, 200));
+  await settle(srv, subs, 'sat'); // a refused publish that went somewhere would be here before the marker
   for (const s of new Set(subs.map(shardOf))) {
     const mine = subs.filter((c) => shardOf(c) === s);
     t.ok(mine.every((c) => JSON.stringify(seqs(c)) === JSON.stringify(ok)),
@@ -152,6 +153,7 @@ t.test('order across rings: spilled frames are not overtaken', async (t) => {
   await srv.server.testPauseBus(PAUSED, 0);
   const seqs = (c: RawClient) => c.frames.filter((f) => f.event === 'e').map((f) => (JSON.parse(f.data) as { seq: number }).seq);
   for (const c of subs) await eventually(() => seqs(c).length >= ok.length, 20_000, `subscriber ${c.socketId} to catch up`);
+  await settle(srv, subs, 'order'); // nor one of the refused ones after them
   for (const c of subs) {
     t.same(seqs(c), ok, `shard ${shardOf(c)}${shardOf(c) === PAUSED ? ' (stalled)' : ''}: every publish answered 200, in that order`);
   }

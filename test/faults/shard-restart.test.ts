@@ -8,7 +8,8 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { ownerOf } from '../../src/channels/owner';
-import { APP, RawClient, eventually, sleep, startServer, type Frame, type TestServer } from '../helpers/server';
+import { APP, RawClient, eventually, startServer, type Frame, type TestServer } from '../helpers/server';
+import { settle } from '../helpers/settle';
 
 const SHARDS = 4;
 const LOG = (process.env.RINGCAST_TEST_LOG ?? 'silent') as 'silent';
@@ -102,7 +103,9 @@ t.test('a crashed shard is restarted, its channels rebuilt from the survivors; n
   }
   t.same(await users(srv, presDead), [...new Set([...deadUsers, ...liveUsers])].sort(), 'before: every user listed');
   t.equal((await channelInfo(srv, pubDead)).subscription_count, clients.length, 'before: every subscription counted');
-  await sleep(100); // let the member_added of the last joins arrive everywhere
+  // Every join was answered after its member_added was written: once these markers are in,
+  // no member_added of the joins is still on its way.
+  await settle(srv, survivors, [presDead, presAlive]);
   for (const c of survivors) c.frames.length = 0;
 
   const t0 = Date.now();
@@ -122,7 +125,9 @@ t.test('a crashed shard is restarted, its channels rebuilt from the survivors; n
   for (const ch of [presDead, presAlive]) {
     await eventually(() => survivors.every((c) => memberEvents(c, 'removed', ch).length >= deadUsers.length), 5000, `member_removed on ${ch}`);
   }
-  await sleep(300); // anything extra would show up now
+  // The survivors' rewire (dropShard) and the replacement's rebuild wrote their member
+  // events before testCrashShard resolved: anything extra would be here before the markers.
+  await settle(srv, survivors, [presDead, presAlive]);
   for (const ch of [presDead, presAlive]) {
     for (const c of survivors) {
       t.same(memberEvents(c, 'removed', ch).sort(), deadUsers, `${c.socketId}: one member_removed per dead-only user on ${ch}`);
@@ -150,7 +155,7 @@ t.test('a crashed shard is restarted, its channels rebuilt from the survivors; n
     t.equal(res.status, 200, `publish to ${ch} after the restart`);
   }
   await eventually(() => survivors.every((c) => c.frames.filter((f) => f.event === 'after-crash').length >= 4), 5000, 'publishes after the restart');
-  await sleep(100);
+  await settle(srv, survivors, [pubDead, pubAlive, presDead, presAlive]); // a duplicate would come before
   for (const c of survivors) t.equal(c.frames.filter((f) => f.event === 'after-crash').length, 4, `${c.socketId}: each publish once`);
 
   // New connections land on every shard, the replacement included, and work there.
@@ -188,7 +193,7 @@ t.test('a throw inside a uWS callback crashes and restarts a shard the same way 
     const u = c === onW[0] || c === others[0] ? 'split' : `u-${c.socketId}`;
     t.equal((await c.subscribeAuthed(pres, { user_id: u })).event, 'pusher_internal:subscription_succeeded');
   }
-  await sleep(100);
+  await settle(srv, clients, pres); // no member_added of the joins still on its way
   for (const c of others) c.frames.length = 0;
   const goneUsers = onW.slice(1).map((c) => `u-${c.socketId}`).sort();
 
@@ -199,7 +204,7 @@ t.test('a throw inside a uWS callback crashes and restarts a shard the same way 
   for (const c of onW) t.equal(await c.closed(5000), 1006, 'client of the crashed shard cut');
   t.ok(others.every((c) => c.closeCode === null), 'others stay connected');
   await eventually(() => others.every((c) => memberEvents(c, 'removed', pres).length >= goneUsers.length), 5000, 'member_removed');
-  await sleep(300);
+  await settle(srv, others, pres); // the restart's member events were written before it resolved
   for (const c of others) t.same(memberEvents(c, 'removed', pres).sort(), goneUsers, `${c.socketId}: one member_removed per gone user, none for "split"`);
   t.same(await channelInfo(srv, pub), { occupied: true, subscription_count: others.length }, 'public channel count');
   t.same(await channelInfo(srv, pres), { occupied: true, subscription_count: others.length, user_count: others.length }, 'presence channel counts');

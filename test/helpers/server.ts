@@ -72,6 +72,8 @@ export interface Frame {
   user_id?: unknown;
 }
 
+let syncSeq = 0;
+
 /** A raw WebSocket client that records every frame and can wait for one. */
 export class RawClient {
   readonly frames: Frame[] = [];
@@ -131,10 +133,19 @@ export class RawClient {
     return this.next((f) => f.event === event && (channel === undefined || f.channel === channel), timeoutMs);
   }
 
-  /** Waits ms and asserts nothing matching arrived (returns the matches). */
-  async none(pred: (f: Frame) => boolean, ms = 300): Promise<Frame[]> {
-    await sleep(ms);
-    return this.frames.filter(pred);
+  /**
+   * A round trip on this connection: subscribes to a fresh public channel, waits for its
+   * subscription_succeeded (sent in the turn the server reads the subscribe), then leaves
+   * it. Whatever the server sent in answer to frames this client sent before is here then
+   * (one connection's frames are read in order). Nothing from other threads is ordered
+   * by it: for those, see test/helpers/settle.ts.
+   */
+  async sync(timeoutMs = 3000): Promise<void> {
+    const channel = `sync-${process.pid}-${++syncSeq}`;
+    this.send({ event: 'pusher:subscribe', data: { channel } });
+    const f = await this.next((x) => x.channel === channel, timeoutMs);
+    if (f.event !== 'pusher_internal:subscription_succeeded') throw new Error(`sync subscribe answered ${JSON.stringify(f)}`);
+    this.send({ event: 'pusher:unsubscribe', data: { channel } });
   }
 
   async subscribe(channel: string, extra: Record<string, unknown> = {}): Promise<Frame> {

@@ -63,10 +63,14 @@ async function limiterConformance(t: tap.Test, limiter: RateLimiter, keyExists: 
   t.ok(w.retryAfterSeconds > 55 && w.retryAfterSeconds <= 60, `retry after the window (${w.retryAfterSeconds})`);
 
   const refill = limitKey.api(`refill-${Date.now()}`);
+  const emptying = Date.now();
   for (let i = 0; i < 10; i++) await limiter.consume(refill, 10, 10);
   await new Promise((r) => setTimeout(r, 350));
   const back = await limiter.consume(refill, 10, 10);
-  t.ok(back.allowed && back.remaining >= 1 && back.remaining <= 4, `refills at the rate (${back.remaining} left after 350 ms at 10/s)`);
+  // At most what 10/s refills from the first take on (a busy machine sleeps longer than 350 ms).
+  const most = Math.min(9, Math.floor(((Date.now() - emptying) / 1000) * 10) - 1);
+  t.ok(back.allowed && back.remaining >= 1 && back.remaining <= most,
+    `refills at the rate (${back.remaining} left ${Date.now() - emptying} ms after the bucket was emptied at 10/s; at most ${most})`);
 }
 
 t.test('redis-server is installed (make test installs it: scripts/deps.sh)', async (t) => {
