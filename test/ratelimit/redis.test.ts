@@ -185,12 +185,14 @@ t.test(`redis driver, workers: ${WORKERS}`, async (t) => {
     await limiter.ready(5000);
     const app = uWS.App();
     const deps = {
-      config, apps: new AppRegistry(config.apps), fanout: { broadcast() {} }, log: createLogger(config.log), metrics, limiter,
+      config, apps: new AppRegistry(config.apps), publisher: { publish() {} }, log: createLogger(config.log), metrics, limiter,
       stopping: () => false,
-      channelInfo: async () => ({ subscription_count: 0, user_count: null }),
-      channelList: async () => [],
-      members: async () => [],
-      terminateUser() {},
+      directory: {
+        info: async () => ({ subscription_count: 0, user_count: null }),
+        list: async () => [],
+        members: async () => [],
+        terminateUser() {},
+      },
     } as unknown as ApiDeps;
     registerRoutes(app, deps);
     const port = await new Promise<number>((resolve, reject) => app.listen('127.0.0.1', 0, (ls) => {
