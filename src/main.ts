@@ -18,8 +18,9 @@ import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics, type MetricsSink } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './shard/init';
 
-// Ring size and spill bound: config bus.ring_bytes (256 KiB: (shards+1)² rings keep 16
-// shards under 75 MB) and bus.max_spill_bytes (64 MiB per ring before the API answers 503).
+// Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
+// that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
+// per ring before the API answers 503).
 
 export interface RunningServer {
   readonly port: number;
@@ -282,7 +283,7 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
     if (recent.length > 3) await sleep(Math.min(5000, 250 * 2 ** (recent.length - 4))); // a crash loop: back off
     for (let attempt = 1; attempt <= RESTART_ATTEMPTS && !stopping; attempt++) {
       const t0 = Date.now();
-      renewRings(topo, i, base.config.bus.ring_bytes);
+      renewRings(topo, i, topo.ringBytes);
       const survivors: number[] = [];
       handles.forEach((h, j) => { if (j !== i && !dying.has(h)) survivors.push(j); });
       const acks = await Promise.all(survivors.map((j) => {
