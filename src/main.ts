@@ -21,8 +21,9 @@ import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics, type MetricsSink } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './shard/init';
 
-// Ring size and spill bound: config bus.ring_bytes (256 KiB: (shards+1)² rings keep 16
-// shards under 75 MB) and bus.max_spill_bytes (64 MiB per ring before the API answers 503).
+// Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
+// that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
+// per ring before the API answers 503).
 
 export interface RunningServer {
   readonly port: number;
@@ -311,7 +312,7 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
     if (recent.length > 3) await sleep(Math.min(5000, 250 * 2 ** (recent.length - 4))); // a crash loop: back off
     for (let attempt = 1; attempt <= RESTART_ATTEMPTS && !stopping; attempt++) {
       const t0 = Date.now();
-      renewRings(topo, i, base.config.bus.ring_bytes);
+      renewRings(topo, i, topo.ringBytes);
       started.bus.rewire(i, topo.rings[topo.threads - 1][i]!, topo.rings[i][topo.threads - 1]!, topo.doorbells[i]);
       new Interest(base.interest, base.shards, -1).clearShard(i);
       const survivors: number[] = [];

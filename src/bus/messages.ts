@@ -87,11 +87,6 @@ export interface PublishFrame {
   message: Uint8Array;
 }
 
-/** Payload bytes of a publish frame (what encodePublish returns), for capacity checks. */
-export function publishFrameBytes(app: string, channel: string, except: string, messageBytes: number): number {
-  return STAMP_BYTES + 2 + Buffer.byteLength(app) + 2 + Buffer.byteLength(channel) + 1 + except.length + messageBytes;
-}
-
 export function encodePublish(app: string, channel: string, except: string, message: Uint8Array): Uint8Array {
   const a = enc.encode(app);
   const c = enc.encode(channel);

@@ -131,6 +131,34 @@ export class RingWriter extends RingEnd {
   }
 
   /**
+   * wouldTake() for several frames: whether write() of payloads of these lengths, one
+   * after the other with nothing written in between, would take every one of them now.
+   * Simulates the writes (into the ring while they fit and nothing is spilled, then into
+   * the spill queue); the reader only ever frees room, so a true answer holds until this
+   * writer writes something else.
+   */
+  wouldTakeAll(lengths: readonly number[]): boolean {
+    if (this.spillAt < this.spill.length) this.flushSpill();
+    this.head = Atomics.load(this.i32, HEAD) >>> 0;
+    let tail = this.tail;
+    let spilled = this.spilled;
+    for (const n of lengths) {
+      if (spilled === 0 && n <= this.maxWhole) {
+        const fb = frameBytes(n);
+        const toEnd = this.capacity - (tail & this.mask);
+        const need = fb <= toEnd ? fb : toEnd + fb;
+        if (need <= this.capacity - ((tail - this.head) >>> 0)) {
+          tail = (tail + need) >>> 0;
+          continue;
+        }
+      }
+      spilled += n + FRAME_HEADER_BYTES;
+      if (spilled > this.maxSpill) return false;
+    }
+    return true;
+  }
+
+  /**
    * Enqueues a frame; the payload is copied, so the caller may reuse it at once. Returns
    * false (frame not taken) only when it does not go straight into the ring as one frame
    * and spilledBytes + its length + 5 would pass maxSpillBytes. Chunked payloads (frame >
@@ -339,7 +367,7 @@ export class RingReader extends RingEnd {
     } else if (type !== CHUNK || this.asm === null) {
       corrupt(type === CHUNK ? 'CHUNK without CHUNK_START' : `reserved frame type ${type}`);
     }
-    const asm = this.asm as Buffer;
+    const asm = this.asm;
     if (n > asm.length - this.asmAt) corrupt('chunks longer than their total');
     asm.set(u8.subarray(from, from + n), this.asmAt);
     this.asmAt += n;

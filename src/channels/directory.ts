@@ -36,7 +36,8 @@ export interface DirectoryBus {
   readonly self: number;
   control(to: number, msg: ControlMsg): void;
   request<T>(to: number, body: RequestBody): Promise<T>;
-  hasRoom(to: number, bytes: number, frames: number): boolean;
+  /** Frames written all or nothing (bus/batch.ts). */
+  batch(): { control(to: number, msg: ControlMsg): unknown; commit(): void };
 }
 
 export interface BusDirectoryDeps {
@@ -97,9 +98,9 @@ export function createBusDirectory(deps: BusDirectoryDeps): ChannelDirectory {
     },
     terminateUser(app, userId) {
       const msg: ControlMsg = { type: 'terminate_user', app, userId };
-      const bytes = 2 * JSON.stringify(msg).length + 8;
-      for (let s = 0; s < shards; s++) if (!bus.hasRoom(s, bytes, 1)) throw new BusFullError(s);
-      for (let s = 0; s < shards; s++) bus.control(s, msg);
+      const batch = bus.batch();
+      for (let s = 0; s < shards; s++) batch.control(s, msg);
+      batch.commit();
     },
   };
 }

@@ -17,7 +17,7 @@
 import type { Logger } from 'pino';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { BusFullError } from '../bus/errors';
-import { publishFrameBytes, type ControlMsg, type PublishFrame } from '../bus/messages';
+import type { ControlMsg, PublishFrame } from '../bus/messages';
 import { metersFor, type Meters } from '../metrics/meters';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { Ev } from '../protocol/events';
@@ -46,8 +46,14 @@ export interface PipelineBus {
   /** All or nothing over `targets` (BusFullError, written nowhere). `self` may be a target. */
   publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array): void;
   control(to: number, msg: ControlMsg): void;
-  /** Room for `frames` more frames of `bytes` payload bytes in all to thread `to` (ring + spill)? */
-  hasRoom(to: number, bytes: number, frames: number): boolean;
+  /** Frames written all or nothing (bus/batch.ts): commit() throws BusFullError having written none. */
+  batch(): PipelineBatch;
+}
+
+export interface PipelineBatch {
+  publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array): unknown;
+  control(to: number, msg: ControlMsg): unknown;
+  commit(): void;
 }
 
 /** A slot between the cache and the bus (delta route, adapter out). */
@@ -169,36 +175,23 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     }
   }
 
-  interface Planned { m: Outgoing; bytes: Buffer; targets: number[]; ttl: number | null }
-
-  /** Several messages (or a cached one): check every queue first, then send. */
+  /**
+   * Several messages (or a cached one): one bus batch, whose commit checks every ring
+   * concerned for all of its frames before writing any (bus/batch.ts).
+   */
   function many(msgs: readonly Outgoing[]): void {
-    const plan: Planned[] = [];
-    const need = new Map<number, { bytes: number; frames: number }>();
-    const add = (to: number, bytes: number) => {
-      if (to === bus.self) return; // delivered by a direct call
-      const n = need.get(to);
-      if (n) { n.bytes += bytes; n.frames++; } else need.set(to, { bytes, frames: 1 });
-    };
+    const batch = bus.batch();
     for (const m of msgs) {
       validate(m);
+      // Cache channels: the owner hears of it before the publish frames, so every later
+      // subscriber gets the event live or as the replay (channels/cache.ts).
       const ttl = cacheTtl(m);
+      if (ttl !== null) batch.control(ownerOf(m.app, m.channel, shards), { type: 'cache_set', app: m.app, channel: m.channel, message: m.message, ttl });
+      if (outStages.length > 0 && stagesTake(m)) continue;
       const targets = interest.targets(m.app, m.channel, []);
-      const bytes = Buffer.from(m.message);
-      plan.push({ m, bytes, targets, ttl });
-      // The cache entry travels as a control frame (JSON): its size is bounded by 2 × the message + 200.
-      if (ttl !== null) add(ownerOf(m.app, m.channel, shards), 2 * bytes.length + 200);
-      const frameBytes = publishFrameBytes(m.app, m.channel, m.except, bytes.length);
-      for (const t of targets) add(t, frameBytes);
+      if (targets.length > 0) batch.publish(targets, m.app, m.channel, m.except, Buffer.from(m.message));
     }
-    for (const [to, n] of need) if (!bus.hasRoom(to, n.bytes, n.frames)) throw new BusFullError(to);
-    for (const p of plan) {
-      // Cache channels: the owner hears of it before the publish frames go out, so every
-      // later subscriber gets the event live or as the replay (channels/cache.ts).
-      if (p.ttl !== null) cache!.remember(p.m.app, p.m.channel, p.m.message, p.ttl);
-      if (outStages.length > 0 && stagesTake(p.m)) continue;
-      if (p.targets.length > 0) bus.publishTo(p.targets, p.m.app, p.m.channel, p.m.except, p.bytes);
-    }
+    batch.commit();
   }
 
   function deliver(f: PublishFrame): void {

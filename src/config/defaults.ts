@@ -74,7 +74,7 @@ export function defaultConfig(): GlobalConfig {
       pong_timeout: 30,
       on_backpressure: 'drop',
     },
-    bus: { ring_bytes: 256 * 1024, max_spill_bytes: 64 * 1024 * 1024 },
+    bus: { ring_bytes: null, max_spill_bytes: 64 * 1024 * 1024 },
     http: { request_limit_in_mb: 10 },
     log: { level: 'info', output_format: 'json', colors_enabled: false, include_target: false },
     event_limits: { max_channels_at_once: 100, max_name_length: 200, max_payload_in_kb: 100, max_batch_size: 10 },

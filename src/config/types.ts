@@ -116,8 +116,11 @@ export interface Config {
     /** A socket over max_bytes / max_messages of queued output: skip its messages, or close it (4100). */
     on_backpressure: 'drop' | 'close';
   };
-  /** The inter-thread rings (src/bus): size of each ring and bound of each writer's spill queue. */
-  bus: { ring_bytes: number; max_spill_bytes: number };
+  /**
+   * The inter-thread rings (src/bus): size of each ring (null: derived from the thread
+   * count, bus/topology.ts ringBytesFor) and bound of each writer's spill queue.
+   */
+  bus: { ring_bytes: number | null; max_spill_bytes: number };
   http: { request_limit_in_mb: number };
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; output_format: 'json' | 'human'; colors_enabled: boolean; include_target: boolean };
   event_limits: { max_channels_at_once: number; max_name_length: number; max_payload_in_kb: number; max_batch_size: number };

@@ -298,7 +298,7 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
       on_backpressure: c.oneOf('websocket.on_backpressure', g('websocket.on_backpressure'), ['drop', 'close'] as const),
     },
     bus: {
-      ring_bytes: c.int('bus.ring_bytes', g('bus.ring_bytes'), 4096, { max: 2 ** 30 }),
+      ring_bytes: c.int('bus.ring_bytes', g('bus.ring_bytes'), 4096, { max: 2 ** 30, nullable: true }),
       max_spill_bytes: c.int('bus.max_spill_bytes', g('bus.max_spill_bytes'), 65_536, { max: 2 ** 40 }),
     },
     http: { request_limit_in_mb: pos('http.request_limit_in_mb') },

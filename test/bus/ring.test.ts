@@ -288,3 +288,36 @@ t.test('spill mark: the reader sees the mark of the oldest spilled frame until i
   t.equal(new RingReader(plainSab).spillMark(), null, 'no mark without the option');
   plain.close();
 });
+
+t.test('wouldTake / wouldTakeAll answer what write() then does', async (t) => {
+  const rand = rng(7);
+  const size = () => (rand() < 0.15 ? 1500 + Math.floor(rand() * 1500) : Math.floor(rand() * 900)); // > 2040: chunked
+  let agreed = 0;
+  let refused = 0;
+  for (let trial = 0; trial < 400; trial++) {
+    // two rings with the same history: ask one, write to the other
+    const [asked, written] = [0, 1].map(() => {
+      const sab = createRingBuffer(4096);
+      return { w: new RingWriter(sab, { maxSpillBytes: 3000 }), r: new RingReader(sab) };
+    });
+    const history = Array.from({ length: Math.floor(rand() * 12) }, () => (rand() < 0.2 ? -1 : size()));
+    for (const { w, r } of [asked, written]) {
+      for (const h of history) if (h < 0) r.drain(() => {}); else w.write(1, new Uint8Array(h));
+    }
+    const lengths = Array.from({ length: 1 + Math.floor(rand() * 5) }, size);
+    const predicted = lengths.length === 1 && rand() < 0.5 ? asked.w.wouldTake(lengths[0]) : asked.w.wouldTakeAll(lengths);
+    let actual = true;
+    for (const n of lengths) actual = written.w.write(1, new Uint8Array(n)) && actual;
+    if (predicted && !actual) t.fail(`trial ${trial}: said yes to ${lengths} after ${history}, a write refused`);
+    // exact unless a chunked payload (> capacity / 2) starts streaming into the ring at once
+    if (lengths.every((n) => n <= 2040) && predicted !== actual) t.fail(`trial ${trial}: said ${predicted} to ${lengths} after ${history}`);
+    if (predicted === actual) agreed++;
+    if (!predicted) refused++;
+    asked.w.close(); written.w.close();
+  }
+  t.ok(refused > 40 && refused < 360, `both answers are exercised (${refused} of 400 refused)`);
+  t.ok(agreed > 300, `${agreed} of 400 exact (the others: chunked payloads, answered no while the ring would have taken their first chunks)`);
+  const w = new RingWriter(createRingBuffer(4096));
+  t.equal(w.wouldTakeAll([]), true, 'nothing to write: yes');
+  w.close();
+});

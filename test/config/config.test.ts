@@ -360,13 +360,13 @@ t.test('several problems are reported together', async (t) => {
 t.test('slow consumers and the bus: websocket.on_backpressure, bus.ring_bytes, bus.max_spill_bytes', async (t) => {
   const d = load();
   t.equal(d.websocket.on_backpressure, 'drop');
-  t.same(d.bus, { ring_bytes: 262_144, max_spill_bytes: 67_108_864 });
+  t.same(d.bus, { ring_bytes: null, max_spill_bytes: 67_108_864 }, 'ring size derived from the thread count (bus/topology.ts)');
   const e = load({}, { WEBSOCKET_ON_BACKPRESSURE: 'close', BUS_RING_BYTES: '65536', BUS_MAX_SPILL_BYTES: '1048576' });
   t.equal(e.websocket.on_backpressure, 'close');
   t.same(e.bus, { ring_bytes: 65_536, max_spill_bytes: 1_048_576 });
   fails(t, 'on_backpressure', withApp({ websocket: { on_backpressure: 'block' } }), 'websocket.on_backpressure',
     'websocket.on_backpressure must be one of drop, close, got "block"');
-  fails(t, 'ring_bytes', withApp({ bus: { ring_bytes: 1024 } }), 'bus.ring_bytes', /^bus\.ring_bytes must be an integer between 4096 and 1073741824, got 1024/);
+  fails(t, 'ring_bytes', withApp({ bus: { ring_bytes: 1024 } }), 'bus.ring_bytes', /^bus\.ring_bytes must be an integer between 4096 and 1073741824 or null, got 1024/);
   fails(t, 'spill floor', withApp({ bus: { max_spill_bytes: 100_000 } }), 'bus.max_spill_bytes',
     /^bus\.max_spill_bytes must be ≥ 2 × event_limits\.max_payload_in_kb KiB \(204800\) so that the largest event can queue, got 100000/);
   t.equal(load({ bus: { max_spill_bytes: 100_000 }, event_limits: { max_payload_in_kb: 40 } }).bus.max_spill_bytes, 100_000, 'the floor follows the payload limit');
