@@ -3,19 +3,20 @@
 //
 //   npx tsc -p . && node dist/bench/http/api-ab.js [options] NAME=ROOT NAME=ROOT ...
 //
-// ROOT is a checkout with its build (dist/). Each round runs every build once, in turn,
-// the order reversed every other round, so that the runs a ratio compares are seconds
-// apart.
+// ROOT is a checkout with its build (dist/). Each round runs every build, in turn, the
+// order reversed every other time, so that the runs a ratio compares are seconds apart.
 //
 // wrk mode: the build's server (`workers: 1`) pinned to --server-cpu, wrk (the C load
 // generator, Debian package `wrk`) pinned to --client-cpu, replaying 64 pre-signed
 // requests (100-byte data, channels nobody subscribes to) over --conns keep-alive
 // connections: req/s, and the server's CPU (all its threads, from /proc) per request,
-// which moves less than req/s when other work shares the machine. Ratios: median of the
-// per-round ratios to the first build.
+// which moves less than req/s when other work shares the machine. A round starts every
+// build's server once and runs --windows windows on each, alternating window by window
+// (paired samples seconds apart; with several builds' servers up, idle ones cost nothing).
+// Ratios: median of the per-window (per-round) ratios to the first build.
 // inproc mode: ROOT/dist/bench/http/inproc.bench.js (the routes' JavaScript only).
 //
-// Options: --mode wrk|inproc|both [both]  --rounds N [5]  --duration S [8]  --warmup S [2]
+// Options: --mode wrk|inproc|both [both]  --rounds N [5]  --windows N [1]  --duration S [8]  --warmup S [2]
 //          --conns N [16]  --server-cpu N [0]  --client-cpu N [1]  --inproc-requests N [50000]
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -28,12 +29,12 @@ import { APP, baseEnv, freePort, launchServer, processCpuUs, type RunningTarget 
 const run = promisify(execFile);
 
 interface Options {
-  mode: 'wrk' | 'inproc' | 'both'; rounds: number; duration: number; warmup: number; conns: number;
+  mode: 'wrk' | 'inproc' | 'both'; rounds: number; windows: number; duration: number; warmup: number; conns: number;
   serverCpu: number; clientCpu: number; inprocRequests: number; builds: { name: string; root: string }[];
 }
 
 function parse(argv: string[]): Options {
-  const o: Options = { mode: 'both', rounds: 5, duration: 8, warmup: 2, conns: 16, serverCpu: 0, clientCpu: 1, inprocRequests: 50_000, builds: [] };
+  const o: Options = { mode: 'both', rounds: 5, windows: 1, duration: 8, warmup: 2, conns: 16, serverCpu: 0, clientCpu: 1, inprocRequests: 50_000, builds: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const num = (): number => {
@@ -46,6 +47,7 @@ function parse(argv: string[]): Options {
       if (m !== 'wrk' && m !== 'inproc' && m !== 'both') throw new Error(`--mode is wrk, inproc or both, got '${m}'`);
       o.mode = m;
     } else if (a === '--rounds') o.rounds = num();
+    else if (a === '--windows') o.windows = Math.max(1, Math.floor(num()));
     else if (a === '--duration') o.duration = num();
     else if (a === '--warmup') o.warmup = num();
     else if (a === '--conns') o.conns = num();
@@ -104,18 +106,35 @@ async function wrk(o: Options, port: number, seconds: number, requests: string):
 
 interface Sample { perS: number; cpuUs: number }
 
-async function wrkRun(o: Options, root: string): Promise<Sample> {
-  const server = await startServer(root, o.serverCpu);
+/** One window of wrk against a running server: req/s and the server's CPU per request. */
+async function wrkWindow(o: Options, server: RunningTarget, requests: string): Promise<Sample> {
+  const c0 = processCpuUs(server.pid);
+  const r = await wrk(o, server.port, o.duration, requests);
+  const cpu = processCpuUs(server.pid) - c0;
+  if (!server.alive()) throw new Error(server.exitReport() ?? 'server gone');
+  return { perS: r.perS, cpuUs: cpu / r.requests };
+}
+
+/**
+ * One wrk round: every build's server started (fresh) and warmed up, then --windows
+ * windows per build, the builds taking turns window by window (order reversed every other
+ * window), so that paired windows are seconds apart; then the servers are stopped.
+ */
+async function wrkRound(o: Options, round: number, record: (name: string, s: Sample) => void): Promise<void> {
+  const requests = writeRequests();
+  const servers: { name: string; server: RunningTarget }[] = [];
   try {
-    const requests = writeRequests();
-    await wrk(o, server.port, o.warmup, requests);
-    const c0 = processCpuUs(server.pid);
-    const r = await wrk(o, server.port, o.duration, requests);
-    const cpu = processCpuUs(server.pid) - c0;
-    if (!server.alive()) throw new Error(server.exitReport() ?? 'server gone');
-    return { perS: r.perS, cpuUs: cpu / r.requests };
+    for (const b of o.builds) {
+      const server = await startServer(b.root, o.serverCpu);
+      servers.push({ name: b.name, server });
+      await wrk(o, server.port, o.warmup, requests);
+    }
+    for (let w = 0; w < o.windows; w++) {
+      const order = (round * o.windows + w) % 2 === 0 ? servers : [...servers].reverse();
+      for (const { name, server } of order) record(name, await wrkWindow(o, server, requests));
+    }
   } finally {
-    await server.stop();
+    await Promise.all(servers.map(({ server }) => server.stop()));
   }
 }
 
@@ -133,18 +152,21 @@ async function main(): Promise<void> {
   const modes = o.mode === 'both' ? ['inproc', 'wrk'] as const : [o.mode];
   for (const mode of modes) {
     const samples = new Map<string, Sample[]>(o.builds.map((b) => [b.name, []]));
+    const record = (name: string, s: Sample): void => {
+      samples.get(name)!.push(s);
+      console.error(`${mode} sample ${samples.get(name)!.length} ${name}: ${s.perS.toFixed(0)} req/s, ${s.cpuUs.toFixed(2)} µs CPU per request`);
+    };
     for (let round = 0; round < o.rounds; round++) {
-      const order = round % 2 === 0 ? o.builds : [...o.builds].reverse();
-      for (const b of order) {
-        const s = mode === 'wrk' ? await wrkRun(o, b.root) : await inprocRun(o, b.root);
-        samples.get(b.name)!.push(s);
-        console.error(`${mode} round ${round + 1} ${b.name}: ${s.perS.toFixed(0)} req/s, ${s.cpuUs.toFixed(2)} µs CPU per request`);
+      if (mode === 'wrk') {
+        await wrkRound(o, round, record);
+        continue;
       }
+      for (const b of round % 2 === 0 ? o.builds : [...o.builds].reverse()) record(b.name, await inprocRun(o, b.root));
     }
     const base = samples.get(o.builds[0].name)!;
-    console.log(`\n${mode}: ${o.rounds} rounds${mode === 'wrk' ? `, ${o.duration} s windows, ${o.conns} connections, server on CPU ${o.serverCpu}, wrk on CPU ${o.clientCpu}` : ''}`);
+    console.log(`\n${mode}: ${o.rounds} rounds${mode === 'wrk' ? ` × ${o.windows} windows of ${o.duration} s, ${o.conns} connections, server on CPU ${o.serverCpu}, wrk on CPU ${o.clientCpu}` : ''}`);
     const first = o.builds[0].name;
-    console.log(`| build | ${mode === 'wrk' ? 'req/s' : 'req/s of CPU'} | req/s / ${first} | CPU µs / request | CPU / ${first} | per round: req/s, CPU µs |`);
+    console.log(`| build | ${mode === 'wrk' ? 'req/s' : 'req/s of CPU'} | req/s / ${first} | CPU µs / request | CPU / ${first} | per ${mode === 'wrk' ? 'window' : 'round'}: req/s, CPU µs |`);
     console.log('|---|---|---|---|---|---|');
     for (const b of o.builds) {
       const s = samples.get(b.name)!;
