@@ -14,7 +14,8 @@
  * ("not decided here"), and on null the general check (api-auth.ts) decides and words the
  * error. It declines anything unusual — another layout, a bad or missing field, a long
  * input, a signature that does not match — and must never accept a request the general
- * check refuses (test/protocol/api-auth.test.ts compares both on many layouts).
+ * check refuses: the differential fuzz test (test/fuzz/api-auth.fuzz.test.ts) sends
+ * random layouts and mutations of SDK requests through both and fails if it does.
  */
 import { hmacSha256BytesMatch, JS_HMAC_MAX, JS_MD5_MAX, md5BytesMatch } from './hmac';
 
