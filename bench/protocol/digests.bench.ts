@@ -17,7 +17,7 @@
 // than wall time; rounds alternate the order of the forms; medians of the rounds.
 import crypto, { createHash, createHmac, createSecretKey } from 'node:crypto';
 import { hmac as nobleHmac } from '@noble/hashes/hmac.js';
-import { md5 as nobleMd5 } from '@noble/hashes/legacy.js';
+import { md5 as nobleMd5, type _MD5 } from '@noble/hashes/legacy.js';
 import { sha256 as nobleSha256 } from '@noble/hashes/sha2.js';
 import { signApiQuery } from '../../src/protocol/api-auth';
 import { hmacSha256BytesMatch, md5BytesMatch } from '../../src/protocol/hmac';
@@ -59,7 +59,7 @@ function hexIs(hex: Uint8Array, digest: Uint8Array): boolean {
   return diff === 0;
 }
 
-interface Form { md5(r: Request): boolean; hmac(r: Request): boolean }
+interface Form { md5: (r: Request) => boolean; hmac: (r: Request) => boolean }
 
 const thisBuild: Form = {
   md5: (r) => md5BytesMatch(r.body, r.md5Hex, 0, r.md5Hex.length),
@@ -85,11 +85,11 @@ function nodeHashPads(): Form {
   ipad.copy(inner, 0);
   opad.copy(outer, 0);
   return {
-    md5: (r) => hexIs(r.md5Hex, crypto.hash('md5', r.body, 'buffer') as unknown as Buffer),
+    md5: (r) => hexIs(r.md5Hex, crypto.hash('md5', r.body, 'buffer')),
     hmac: (r) => {
       r.sts.copy(inner, 64);
-      (crypto.hash('sha256', inner.subarray(0, 64 + r.sts.length), 'buffer') as unknown as Buffer).copy(outer, 64);
-      return hexIs(r.sigHex, crypto.hash('sha256', outer, 'buffer') as unknown as Buffer);
+      crypto.hash('sha256', inner.subarray(0, 64 + r.sts.length), 'buffer').copy(outer, 64);
+      return hexIs(r.sigHex, crypto.hash('sha256', outer, 'buffer'));
     },
   };
 }
@@ -134,8 +134,9 @@ function nobleOneShot(): Form {
 function noblePrepared(): Form {
   const keyed = nobleHmac.create(nobleSha256, Buffer.from(SECRET));
   const h = keyed.clone();
-  const fresh = nobleMd5.create();
-  const m = nobleMd5.create();
+  // md5.create()'s declared type is a generic hash; its class is _MD5.
+  const fresh = nobleMd5.create() as _MD5;
+  const m = nobleMd5.create() as _MD5;
   const sig = new Uint8Array(32), md = new Uint8Array(16);
   return {
     md5: (r) => { fresh._cloneInto(m).update(r.body).digestInto(md); return hexIs(r.md5Hex, md); },

@@ -21,7 +21,7 @@ type Encoding = 'binary' | 'hex';
 /** crypto.hash (Node ≥ 20.12, 21.7); createHash on older Node 20 releases. */
 const oneShot: (algorithm: 'sha256' | 'md5', data: BinaryLike, encoding: Encoding) => string =
   typeof (crypto as { hash?: unknown }).hash === 'function'
-    ? (crypto.hash as (algorithm: string, data: BinaryLike, encoding: Encoding) => string)
+    ? crypto.hash
     : (algorithm, data, encoding) => createHash(algorithm).update(data).digest(encoding);
 
 /** Per secret, made once: the key padded to a block, XORed with ipad and with opad. */
