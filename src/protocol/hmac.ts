@@ -1,46 +1,40 @@
 /**
- * Signatures: lowercase hex HMAC-SHA256 keyed with the app secret (Pusher's scheme).
- * Verified against Pusher's published vectors and the `pusher` SDK in test/protocol/hmac.test.ts.
+ * Signatures: lowercase hex HMAC-SHA256 keyed with the app secret (Pusher's scheme), and
+ * the body's MD5 (body_md5). Verified against Pusher's published vectors, RFC 4231 / RFC
+ * 1321 known answers and the `pusher` SDK in test/protocol/hmac.test.ts.
+ *
+ * Digests come from node:crypto (OpenSSL) as one-shot `crypto.hash` calls with a string
+ * output: no Hash or Hmac object and no Buffer per digest. A Buffer output costs a native
+ * backing store per call (~0.45 µs more per digest than a string, measured on this
+ * project's machine); 'binary' gives the digest as a latin1 string, one character per
+ * byte, which hex.ts compares with the hex a request carries. HMAC is H((K ⊕ opad) ‖
+ * H((K ⊕ ipad) ‖ m)) (RFC 2104) over pads made once per secret: two one-shots instead of
+ * an Hmac object. This replaced hand-written JavaScript SHA-256/HMAC/MD5 (issue #9):
+ * the same CPU per signed publish in process, within 10 % through the real server; an
+ * Hmac object per digest and @noble/hashes cost 1.3–1.6× (docs/performance.md, "Crypto
+ * from a library"; bench/protocol/, bench/http/).
  */
-import crypto, { createHash } from 'node:crypto';
-import { hexBytesMatch, hexMatches, hexMatchesBytes, hmacKey, hmacSha256Into, md5Into, wordsToHex, type HmacKey } from './digest';
+import crypto, { createHash, type BinaryLike } from 'node:crypto';
+import { hexBytesMatch, hexMatches } from './hex';
 
-/**
- * One-shot digests (crypto.hash, Node ≥ 20.12) allocate no Hash object; older Node 20
- * releases get createHash. Used for inputs too long for the JavaScript digests below.
- */
-type OneShot = (algorithm: string, data: string | Buffer, encoding: 'hex' | 'buffer') => string | Buffer;
-const oneShot: OneShot = typeof (crypto as { hash?: unknown }).hash === 'function'
-  ? (crypto as unknown as { hash: OneShot }).hash
-  : (algorithm, data, encoding) => {
-    const h = createHash(algorithm).update(data);
-    return encoding === 'hex' ? h.digest('hex') : h.digest();
-  };
+type Encoding = 'binary' | 'hex';
+/** crypto.hash (Node ≥ 20.12, 21.7); createHash on older Node 20 releases. */
+const oneShot: (algorithm: 'sha256' | 'md5', data: BinaryLike, encoding: Encoding) => string =
+  typeof (crypto as { hash?: unknown }).hash === 'function'
+    ? crypto.hash
+    : (algorithm, data, encoding) => createHash(algorithm).update(data).digest(encoding);
 
-/**
- * Up to these many bytes of input the JavaScript digests (digest.ts) are cheaper than a
- * call into node:crypto, which costs ~0.7 µs of binding work and a native Buffer per
- * digest; past them OpenSSL's per-byte speed wins (SHA-256 uses the CPU's SHA
- * instructions). Measured on this project's bench machine: docs/performance.md.
- */
-export const JS_HMAC_MAX = 256;
-export const JS_MD5_MAX = 512;
-
-/**
- * HMAC-SHA256 = H((K ⊕ opad) ‖ H((K ⊕ ipad) ‖ m)) (RFC 2104). Per secret, prepared once:
- * the padded keys (for node:crypto) and the hash states after them (for digest.ts).
- */
-interface Prepared { ipad: Buffer; opad: Buffer; key: HmacKey }
-const prepared = new Map<string, Prepared>();
+/** Per secret, made once: the key padded to a block, XORed with ipad and with opad. */
+interface Pads { ipad: Buffer; opad: Buffer }
+const prepared = new Map<string, Pads>();
 /** Secrets are per app (config), so this stays small; a bound all the same. */
 const MAX_PREPARED = 4096;
-/** Reused for the message's bytes and `ipad ‖ m` (a thread runs one digest at a time). */
+/** `ipad ‖ m`: m is written after the first 64 bytes (a thread runs one digest at a time). */
 let scratch = Buffer.allocUnsafe(64 + 1024);
+/** `opad ‖ H(ipad ‖ m)` */
 const outer = Buffer.allocUnsafe(64 + 32);
-const sha = new Int32Array(8);
-const md = new Int32Array(4);
 
-function prepare(secret: string): Prepared {
+function pads(secret: string): Pads {
   let p = prepared.get(secret);
   if (p === undefined) {
     let key = Buffer.from(secret, 'utf8');
@@ -52,69 +46,64 @@ function prepare(secret: string): Prepared {
       opad[i] ^= key[i];
     }
     if (prepared.size >= MAX_PREPARED) prepared.clear();
-    p = { ipad, opad, key: hmacKey(key) };
+    p = { ipad, opad };
     prepared.set(secret, p);
   }
   return p;
 }
 
-/**
- * The HMAC of `data` (UTF-8): into `sha` (returns null) when short, else as a Buffer
- * from node:crypto. `data` is written after 64 free bytes, where the node path puts ipad.
- */
-function hmac(secret: string, data: string): Buffer | null {
-  const p = prepare(secret);
+/** Room for a message of `bytes` after the pad block. */
+function reserve(bytes: number): Buffer {
+  if (64 + bytes > scratch.length) scratch = Buffer.allocUnsafe(Math.max(64 + bytes, 2 * scratch.length));
+  return scratch;
+}
+
+/** HMAC-SHA256 of the `len` bytes at scratch[64]. */
+function hmacOfScratch(secret: string, len: number, encoding: Encoding): string {
+  const p = pads(secret);
+  scratch.set(p.ipad, 0);
+  outer.set(p.opad, 0);
+  outer.write(oneShot('sha256', scratch.subarray(0, 64 + len), 'binary'), 64, 'latin1');
+  return oneShot('sha256', outer, encoding);
+}
+
+/** HMAC-SHA256 of `data` (UTF-8) in `encoding`. */
+function hmac(secret: string, data: string, encoding: Encoding): string {
   // A UTF-16 code unit is at most 3 UTF-8 bytes.
-  if (64 + 3 * data.length > scratch.length) scratch = Buffer.allocUnsafe(Math.max(64 + 3 * data.length, 2 * scratch.length));
-  const n = scratch.write(data, 64, 'utf8');
-  if (n <= JS_HMAC_MAX) {
-    hmacSha256Into(p.key, scratch.subarray(64), n, sha);
-    return null;
-  }
-  p.ipad.copy(scratch, 0);
-  const inner = oneShot('sha256', scratch.subarray(0, 64 + n), 'buffer') as Buffer;
-  p.opad.copy(outer, 0);
-  inner.copy(outer, 64);
-  return oneShot('sha256', outer, 'buffer') as Buffer;
+  const n = reserve(3 * data.length).write(data, 64, 'utf8');
+  return hmacOfScratch(secret, n, encoding);
 }
 
 export function hmacSha256Hex(secret: string, data: string): string {
-  const long = hmac(secret, data);
-  return long === null ? wordsToHex(sha, true) : long.toString('hex');
+  return hmac(secret, data, 'hex');
 }
 
 /** Whether `hex` (either case) is the HMAC-SHA256 of `data`, compared in constant time. */
 export function hmacSha256Matches(secret: string, data: string, hex: string): boolean {
-  const long = hmac(secret, data);
-  return long === null ? hexMatches(hex, sha, true) : hexMatchesBytes(hex, long);
+  return hexMatches(hex, hmac(secret, data, 'binary'));
 }
 
 /**
  * For inputs already in bytes (api-auth-fast.ts): whether the ASCII hex at hex[off,
- * off+hexLen) is the HMAC-SHA256 of data[0, len). Only for len ≤ JS_HMAC_MAX.
+ * off+hexLen) is the HMAC-SHA256 of data[0, len).
  */
-export function hmacSha256BytesMatch(secret: string, data: Uint8Array, len: number, hex: Uint8Array, off: number, hexLen: number): boolean {
-  if (len > JS_HMAC_MAX) throw new RangeError(`hmacSha256BytesMatch: ${len} bytes, more than ${JS_HMAC_MAX}`);
-  hmacSha256Into(prepare(secret).key, data, len, sha);
-  return hexBytesMatch(hex, off, hexLen, sha, true);
+export function hmacSha256BytesMatch(secret: string, data: Buffer, len: number, hex: Uint8Array, off: number, hexLen: number): boolean {
+  data.copy(reserve(len), 64, 0, len);
+  return hexBytesMatch(hex, off, hexLen, hmacOfScratch(secret, len, 'binary'));
 }
 
-/** Whether the ASCII hex at hex[off, off+hexLen) is the MD5 of `data` (at most JS_MD5_MAX bytes). */
+/** Whether the ASCII hex at hex[off, off+hexLen) is the MD5 of `data`. */
 export function md5BytesMatch(data: Uint8Array, hex: Uint8Array, off: number, hexLen: number): boolean {
-  if (data.length > JS_MD5_MAX) throw new RangeError(`md5BytesMatch: ${data.length} bytes, more than ${JS_MD5_MAX}`);
-  md5Into(data, data.length, md);
-  return hexBytesMatch(hex, off, hexLen, md, false);
+  return hexBytesMatch(hex, off, hexLen, oneShot('md5', data, 'binary'));
 }
 
 export function md5Hex(data: string | Buffer): string {
-  return oneShot('md5', data, 'hex') as string;
+  return oneShot('md5', data, 'hex');
 }
 
 /** Whether `hex` (either case) is the MD5 of `data`, compared in constant time. */
 export function md5Matches(data: Buffer, hex: string): boolean {
-  if (data.length > JS_MD5_MAX) return hexMatchesBytes(hex, oneShot('md5', data, 'buffer') as Buffer);
-  md5Into(data, data.length, md);
-  return hexMatches(hex, md, false);
+  return hexMatches(hex, oneShot('md5', data, 'binary'));
 }
 
 /**

@@ -321,8 +321,13 @@ t.test('every query layout decides alike: SDK-layout shortcut or general check',
   t.equal(fastOnly(req({ query: q, body: Buffer.from(BODY + ' ') })), null, 'body changed');
   t.equal(fastOnly(req({ query: q, body: Buffer.alloc(0) })), null, 'body dropped');
   t.equal(fastOnly(req({ query: q, path: '/apps/3/event' })), null, 'another path');
-  const long = signApiQuery(KEY, SECRET, 'GET', '/apps/3/channels', { filter_by_prefix: 'p'.repeat(300) }, '', NOW);
-  const longReq = req({ method: 'GET', path: '/apps/3/channels', query: long, body: Buffer.alloc(0) });
-  t.equal(fastOnly(longReq), null, 'a string to sign longer than the JavaScript HMAC takes');
-  t.ok(verifyApiRequest(longReq, lookup).ok, 'which the general check accepts');
+  const longer = (n: number) => req({
+    method: 'GET', path: '/apps/3/channels', body: Buffer.alloc(0),
+    query: signApiQuery(KEY, SECRET, 'GET', '/apps/3/channels', { filter_by_prefix: 'p'.repeat(n) }, '', NOW),
+  });
+  t.ok(fastOnly(longer(300)), 'a string to sign of several blocks');
+  t.equal(fastOnly(longer(5000)), null, 'a request line longer than the shortcut takes (4,096 characters)');
+  t.ok(verifyApiRequest(longer(5000), lookup).ok, 'which the general check accepts');
+  const bigBody = JSON.stringify({ name: 'e', channels: ['c'], data: 'd'.repeat(20000) });
+  t.ok(fastOnly(req({ query: signApiQuery(KEY, SECRET, 'POST', '/apps/3/events', {}, bigBody, NOW), body: Buffer.from(bigBody) })), 'a large body');
 });
