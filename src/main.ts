@@ -1,9 +1,6 @@
 // Primary thread: config → rings → shards. It never touches a client socket.
 
 import { randomInt } from 'node:crypto';
-import net from 'node:net';
-import path from 'node:path';
-import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
@@ -20,6 +17,7 @@ import { PromMetrics } from './metrics/registry';
 import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics, type MetricsSink } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './shard/init';
+import { freePort, spawnShard, stopShards, type ShardHandle } from './shard/spawn';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
 // that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
@@ -68,93 +66,6 @@ export interface StartOptions {
 
 export class ListenError extends Error {
   readonly code = 'RC_ERR_LISTEN';
-}
-
-interface ShardHandle {
-  worker: Worker;
-  exited: Promise<number>;
-}
-
-/** A port that is free right now (SO_REUSEPORT needs the same fixed port for every shard). */
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, host === '0.0.0.0' ? undefined : host, () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-/** V8 options a server may be started with (profiling, GC tuning); not node options. */
-const V8_FLAG = /^--(expose[-_]gc|perf[-_]|trace[-_]gc|(max|min)[-_]semi[-_]space[-_]size|max[-_]old[-_]space[-_]size|interpreted[-_]frames[-_]native[-_]stack|stack[-_]size)/;
-
-/**
- * Node flags for shard threads: the process's own, minus module loaders (--import,
- * --require, --loader). Shards are compiled JS; a test runner's TypeScript/mock hooks
- * would otherwise be loaded again in every shard (measured: 4-shard start 2.8 s → 0.25 s).
- */
-function shardExecArgv(): string[] {
-  const out: string[] = [];
-  const argv = process.execArgv;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (/^--(import|require|loader|experimental-loader)=/.test(a)) continue;
-    if (/^(--import|--require|-r|--loader|--experimental-loader)$/.test(a)) { i++; continue; }
-    // V8 flags are process-wide (a shard sees `gc` when the process has --expose-gc, a
-    // semi-space size applies to every heap) and Worker refuses them in execArgv.
-    if (V8_FLAG.test(a)) continue;
-    out.push(a);
-  }
-  return out;
-}
-
-/**
- * Young generation of a shard's heap: 12 MB, i.e. semi-spaces of 4 MB (V8's default lets
- * them grow to 16 MB). A connection storm keeps many objects alive while young, so V8
- * grows the semi-spaces to their maximum and keeps them: with the default, 19,000 idle
- * connections cost 2.69 KiB of RSS each, with 4 MB semi-spaces 1.60 KiB, and the API's
- * throughput is the same within noise (1 MB: 1.63 KiB but API −12 %; 8 MB: 2.05 KiB).
- * A node flag for the semi-space size given to the server (experiments) wins.
- */
-const SHARD_YOUNG_GENERATION_MB = 12;
-const shardResourceLimits = process.execArgv.some((a) => /semi[-_]space/.test(a))
-  ? undefined : { maxYoungGenerationSizeMb: SHARD_YOUNG_GENERATION_MB };
-
-function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle; ready: Promise<ShardEvent> } {
-  const worker = new Worker(path.join(__dirname, 'shard', 'worker.js'), {
-    workerData: init, execArgv: shardExecArgv(), resourceLimits: shardResourceLimits,
-  });
-  const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
-  const ready = new Promise<ShardEvent>((resolve) => {
-    worker.on('message', (e: ShardEvent) => {
-      if (e.type === 'ready' || e.type === 'listen_failed') resolve(e);
-    });
-    worker.once('error', (err) => {
-      log.error({ err, shard: init.shardId }, 'shard crashed');
-      resolve({ type: 'listen_failed', port: init.port });
-    });
-    void exited.then(() => resolve({ type: 'listen_failed', port: init.port }));
-  });
-  return { handle: { worker, exited }, ready };
-}
-
-async function stopShards(handles: ShardHandle[], graceMs: number, log: Logger): Promise<void> {
-  const cmd: PrimaryCommand = { type: 'shutdown' };
-  for (const h of handles) h.worker.postMessage(cmd);
-  await Promise.all(handles.map(async (h) => {
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((r) => { timer = setTimeout(() => r('timeout'), graceMs); });
-    // A thread holding uWS sockets must not be terminated (the process would abort): the
-    // shard ends by itself once its last socket is closed (see shard/worker.ts).
-    const first = await Promise.race([h.exited.then(() => 'exited' as const), timedOut]);
-    clearTimeout(timer);
-    if (first === 'timeout') {
-      log.warn({ threadId: h.worker.threadId }, 'shard still has open sockets after the grace period; waiting for them to close');
-      await h.exited;
-    }
-  }));
 }
 
 /** What every shard of this server shares; a replacement shard starts with the same (its rings renewed). */
