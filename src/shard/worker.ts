@@ -26,6 +26,7 @@ import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
 import type { Socket } from '../ws/types';
 import { createFailover } from './failover';
+import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
 import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
 
@@ -35,7 +36,7 @@ const { shardId, shards } = init;
 // frozen arrays let protocol/origin.ts cache compiled origin matchers.
 const config = deepFreeze(init.config);
 const log = createLogger(config.log, { shard: shardId });
-const apps = new AppRegistry(config.apps);
+const apps = new AppRegistry(deepFreeze(init.apps), init.appSlots);
 const prefix = config.protocol.event_prefix;
 const out = (canonical: string) => outName(canonical, prefix);
 const post = (e: ShardEvent) => parentPort!.postMessage(e);
@@ -203,6 +204,14 @@ function answerMetrics(req: number): void {
 parentPort!.on('message', (cmd: PrimaryCommand) => {
   if (cmd.type === 'shutdown' && !stopping) shutdownNow({ type: 'stopped' });
   else if (cmd.type === 'metrics') answerMetrics(cmd.req);
+  else if (cmd.type === 'apps') {
+    try {
+      const closed = applyApps({ apps, sockets, metrics, out }, deepFreeze(cmd.apps), cmd.slots);
+      post({ type: 'apps_applied', closed, error: null });
+    } catch (err) {
+      post({ type: 'apps_applied', closed: 0, error: (err as Error).message });
+    }
+  }
   else if (cmd.type === 'test_pause_bus') {
     if (!init.testHooks) return;
     bus.pauseDraining(cmd.ms);
