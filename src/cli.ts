@@ -5,7 +5,7 @@ import { ConfigError, loadConfig } from './config';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
-import { reloadOnSighup } from './reload';
+import { reloadOnSighup } from './shard/reloader';
 
 const USAGE = `Usage:
   ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
@@ -88,7 +88,7 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   const running = server;
-  reloadOnSighup(file, running, log); // the apps, from the same file (src/reload.ts)
+  reloadOnSighup(file, running, log); // the apps, from the same file (src/shard/reloader.ts)
   if (process.env.RINGCAST_TEST_HOOKS === '1') {
     // Soak tests: SIGUSR2 = full GC in every thread (needs node --expose-gc), then a log line.
     process.on('SIGUSR2', () => {

@@ -20,7 +20,7 @@ import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics, type MetricsSink } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './shard/init';
 import { freePort, spawnShard, stopShards, type ShardHandle } from './shard/spawn';
-import { createReloader, type ReloadResult } from './reload';
+import { createReloader, type ReloadResult } from './shard/reloader';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
 // that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
@@ -33,7 +33,7 @@ export interface RunningServer {
   /** The config in force (after a reload: with the reloaded apps). */
   readonly config: Config;
   /**
-   * Applies the apps of `next` in every shard (SIGHUP, see cli.ts and src/reload.ts): added,
+   * Applies the apps of `next` in every shard (SIGHUP, see cli.ts and src/shard/reloader.ts): added,
    * removed (connections closed with 4001), disabled (4003), changed (connections stay).
    * Other settings are not reloaded (logged). Rejects, changing nothing, when `next` cannot be used.
    */

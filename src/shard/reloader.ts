@@ -4,12 +4,12 @@
 // a crash gets the apps in force, not those of the start). One reload at a time.
 
 import type { Logger } from 'pino';
-import { planReload, type ReloadPlan } from './apps/reload';
-import { deepFreeze, loadConfig } from './config';
-import { assertSupported } from './config/support';
-import type { AppConfig, Config } from './config/types';
-import type { PrimaryCommand, ShardEvent } from './shard/init';
-import type { ShardHandle } from './shard/spawn';
+import { planReload, type ReloadPlan } from '../apps/reload';
+import { deepFreeze, loadConfig } from '../config';
+import { assertSupported } from '../config/support';
+import type { AppConfig, Config } from '../config/types';
+import type { PrimaryCommand, ShardEvent } from './init';
+import type { ShardHandle } from './spawn';
 
 export interface ReloadResult extends Omit<ReloadPlan, 'apps' | 'slots'> {
   /** Connections closed (removed or disabled apps), over every shard. */
