@@ -9,6 +9,8 @@ import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
+import { createBusDirectory } from './channels/directory';
+import { startConsole, type ConsoleServer } from './console/server';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
@@ -30,6 +32,8 @@ export interface RunningServer {
   readonly port: number;
   /** Port of the /metrics listener (metrics.port 0 = ephemeral); null when metrics are off. */
   readonly metricsPort: number | null;
+  /** Port of the live console (console.port 0 = ephemeral); null when console.enabled is false. */
+  readonly consolePort: number | null;
   /** The config in force (after a reload: with the reloaded apps). */
   readonly config: Config;
   /**
@@ -322,13 +326,35 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       }
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
     }
+    const reloader = createReloader(config, started.base, () => started.handles, slotCapacity(config.apps.length), log);
+    let consoleServer: ConsoleServer | null = null;
+    if (config.console.enabled) {
+      const cc = config.console;
+      const counts = new ConnectionCounters(started.base.counters);
+      try {
+        consoleServer = await startConsole({
+          host: cc.host, port: cc.port, token: cc.token, log,
+          apps: () => reloader.current().apps,
+          connections: (id) => (started.base.appSlots[id] === undefined ? 0 : counts.get(started.base.appSlots[id])),
+          directory: createBusDirectory({ bus: started.bus, shards: config.workers, log }),
+          publish: (app, channel, message) => started.endpoint.publish(app, channel, '', message),
+          shards: () => started.handles.map((h) => h.worker),
+        });
+      } catch (err) {
+        await metricsServer?.close();
+        await stopShards(started.handles, config.shutdown_grace_period, log);
+        started.bus.stop();
+        throw new ListenError(`could not start the console on ${cc.host}:${cc.port}: ${(err as Error).message}`);
+      }
+      log.info({ host: cc.host, port: consoleServer.port }, 'live console listening');
+    }
     log.info({ host: config.host, port, shards: config.workers }, 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
     let stopping: Promise<void> | null = null;
-    const reloader = createReloader(config, started.base, () => started.handles, slotCapacity(config.apps.length), log);
     const server: RunningServer = {
       port,
       metricsPort: metricsServer?.port ?? null,
+      consolePort: consoleServer?.port ?? null,
       get config() { return reloader.current(); },
       reload: (next) => reloader.reload(next),
       bridge: opts.bridge ? started.endpoint : null,
@@ -365,7 +391,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         }))).then((shards) => ({ primary, shards }));
       },
       stop() {
-        stopping ??= Promise.resolve(metricsServer?.close())
+        stopping ??= Promise.all([metricsServer?.close(), consoleServer?.close()])
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets

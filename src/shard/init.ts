@@ -1,6 +1,7 @@
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import type { BusTopology } from '../bus/topology';
 import type { AppConfig, Config } from '../config/types';
+import type { TapCommand, TapReport } from '../console/tap';
 import type { MetricsJson } from '../metrics/registry';
 
 /** workerData of a shard thread. */
@@ -59,6 +60,8 @@ export type ShardEvent =
   | { type: 'metrics'; req: number; metrics: MetricsJson }
   /** Answer to `apps`: the new apps are in force; `closed` connections of removed or disabled apps; `error` if refused. */
   | { type: 'apps_applied'; closed: number; error: string | null }
+  /** Live console: events of the watched apps (console/tap.ts). */
+  | TapReport
   /** Answer to `test_pause_bus`: the pause is in force. */
   | { type: 'test_bus_paused'; socketIdPrefix: string }
   /** Answer to `test_gc`. */
@@ -69,6 +72,8 @@ export type PrimaryCommand =
   | { type: 'shutdown' }
   /** Config reload: the apps now in force and their counter slots (shard/reload.ts); answer `apps_applied`. */
   | { type: 'apps'; apps: AppConfig[]; slots: Record<string, number> }
+  /** Live console: the app ids watched now (console/tap.ts). */
+  | TapCommand
   /** A /metrics scrape: answer with a `metrics` event carrying the same req. */
   | { type: 'metrics'; req: number }
   /**

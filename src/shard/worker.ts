@@ -25,6 +25,7 @@ import { Backpressure } from '../ws/backpressure';
 import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
 import type { Socket } from '../ws/types';
+import { createTap } from '../console/tap';
 import { createFailover } from './failover';
 import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
@@ -64,15 +65,18 @@ const cache = cacheStore ? new CacheChannels(bus, shards, config.channel_limits.
 cacheStore?.startSweep(30_000);
 /** Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts). */
 const interest = new Interest(init.interest, shards, shardId);
+/** The live console's event tap (console/tap.ts): a pipeline stage only when the console is on. */
+const tap = config.console.enabled ? createTap(shardId, post) : null;
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log, out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
-  stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [] },
+  stages: { adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])] },
 });
 const directory = createBusDirectory({ bus, shards, log, metrics });
 const owner = createOwnerService({
-  shards, apps, publisher, cacheStore, log, metrics, out,
+  shards, apps, cacheStore,
+  publisher: tap ? { publishOne: (m) => publisher.publishOne(m), member: (m) => { tap.member(m); publisher.member(m); } } : publisher, log, metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,
   reply: (to, req, body) => bus.reply(to, req, body),
 });
@@ -117,6 +121,7 @@ const behavior = createWsBehavior({
   config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log, metrics, limiter, out, backpressure,
   shadows: failover.shadows,
   cache,
+  tap,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });
@@ -204,6 +209,7 @@ function answerMetrics(req: number): void {
 parentPort!.on('message', (cmd: PrimaryCommand) => {
   if (cmd.type === 'shutdown' && !stopping) shutdownNow({ type: 'stopped' });
   else if (cmd.type === 'metrics') answerMetrics(cmd.req);
+  else if (cmd.type === 'tap') tap?.watch(cmd.apps);
   else if (cmd.type === 'apps') {
     try {
       const closed = applyApps({ apps, sockets, metrics, out }, deepFreeze(cmd.apps), cmd.slots);

@@ -191,6 +191,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       am.connectionsTotal.inc();
       am.connectionsActive.inc();
       sendFrame(meters, ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
+      if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'open', socket_id: d.id });
     },
 
     message(ws, message) {
@@ -223,6 +224,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       counters.release(d.appIdx);
       meters.app(d.app!.id).connectionsActive.dec();
       subs.dropAll(d);
+      if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'close', socket_id: d.id });
     },
 
     /** Pings quiet sockets and closes those that did not answer (4201); watches slow consumers. */
