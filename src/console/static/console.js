@@ -1,5 +1,6 @@
 // ringcast live console: plain JavaScript, no build step (served by src/console/server.ts).
 // Every value shown comes from clients or the API, so it goes in as textContent, never HTML.
+/* global document, fetch, setInterval, clearInterval, setTimeout, AbortController, TextDecoder -- a browser script */
 'use strict';
 
 (() => {
@@ -21,7 +22,7 @@
     const o = opts || {};
     const res = await fetch(path, Object.assign({}, o, { headers: headers(o.headers) }));
     let body = null;
-    try { body = await res.json(); } catch (e) { body = null; }
+    try { body = await res.json(); } catch { body = null; }
     return { status: res.status, body };
   }
 
@@ -40,7 +41,7 @@
     let r;
     try {
       r = await api('/api/session');
-    } catch (e) {
+    } catch {
       r = { status: 0, body: null };
     }
     if (r.status !== 200) {
@@ -92,7 +93,7 @@
     let r;
     try {
       r = await api('/api/apps/' + encodeURIComponent(id));
-    } catch (e) {
+    } catch {
       return;
     }
     if (id !== current || r.status !== 200) return;
@@ -145,7 +146,7 @@
           for (const line of chunk.split('\n')) if (line.startsWith('data: ')) addLog(JSON.parse(line.slice(6)));
         }
       }
-    } catch (e) {
+    } catch {
       if (ctrl.signal.aborted) return;
     }
     // the stream ended (server restart, network): try again while this app is shown
