@@ -80,6 +80,7 @@ export async function main(argv: string[]): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  const hup = reloadOnSighup(file, log); // SIGHUP reloads the apps from the same file (shard/reloader.ts)
   let server;
   try {
     server = await start(config, log);
@@ -88,7 +89,7 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   const running = server;
-  reloadOnSighup(file, running, log); // the apps, from the same file (src/shard/reloader.ts)
+  hup.attach(running);
   if (process.env.RINGCAST_TEST_HOOKS === '1') {
     // Soak tests: SIGUSR2 = full GC in every thread (needs node --expose-gc), then a log line.
     process.on('SIGUSR2', () => {

@@ -89,12 +89,16 @@ export function createReloader(start: Config, base: ReloadBase, handles: () => r
 }
 
 /**
- * SIGHUP handler of `ringcast start`: reads the config file (and the environment) again
- * and reloads the apps. A file that does not load or validate, or apps that cannot be
- * applied, leave the running config as it is; the reason is logged.
+ * SIGHUP handler of `ringcast start`, installed before the server starts (a SIGHUP's
+ * default action would end the process): once attach()ed to the running server, it reads
+ * the config file (and the environment) again and reloads the apps. Before that it only
+ * logs. A file that does not load or validate, or apps that cannot be applied, leave the
+ * running config as it is; the reason is logged.
  */
-export function reloadOnSighup(file: string | null, server: { reload(next: Config): Promise<ReloadResult> }, log: Logger): () => void {
+export function reloadOnSighup(file: string | null, log: Logger): { attach(server: { reload(next: Config): Promise<ReloadResult> }): void; remove(): void } {
+  let server: { reload(next: Config): Promise<ReloadResult> } | null = null;
   const onHup = () => {
+    if (!server) return log.warn('SIGHUP before the server listens: ignored (send it again once it does)');
     log.info({ file }, 'SIGHUP: reloading the apps from the configuration');
     const refused = (err: unknown) => log.error({ file, error: (err as Error).message }, 'reload refused: the running configuration is kept');
     let next: Config;
@@ -106,5 +110,12 @@ export function reloadOnSighup(file: string | null, server: { reload(next: Confi
     server.reload(next).catch(refused);
   };
   process.on('SIGHUP', onHup);
-  return () => process.off('SIGHUP', onHup);
+  return {
+    attach(s) {
+      server = s;
+    },
+    remove() {
+      process.off('SIGHUP', onHup);
+    },
+  };
 }
