@@ -143,6 +143,15 @@ t.test(`console in Chromium: log in, watch a pusher-js client, publish to it (wo
   t.pass('the presence member is listed');
   await page.waitForFunction(() => document.getElementById('connections')!.textContent === '2', undefined, { timeout: 10_000 });
 
+  // A client event between two connections shows too, with its sender.
+  const peer = srv.track(await RawClient.connect(srv.wsUrl()));
+  for (const c of [member, peer]) t.equal((await c.subscribeAuthed('private-chat')).event, 'pusher_internal:subscription_succeeded');
+  member.send({ event: 'client-ping', channel: 'private-chat', data: { hi: 1 } });
+  t.same((await peer.event('client-ping', 'private-chat', 5000)).data, { hi: 1 });
+  await waitLog(page, `client client-ping on private-chat from ${member.socketId}`);
+  await peer.close();
+  await page.waitForFunction(() => document.getElementById('connections')!.textContent === '2', undefined, { timeout: 10_000 });
+
   // The client leaves: its close is logged and the count drops.
   await client.evaluate(() => (window as unknown as { p: { disconnect(): void } }).p.disconnect());
   await waitLog(page, `connection close ${socketId}`);
