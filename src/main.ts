@@ -9,8 +9,7 @@ import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
-import { createBusDirectory } from './channels/directory';
-import { startConsole, type ConsoleServer } from './console/server';
+import type { ConsoleServer } from './console/server';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
@@ -23,6 +22,7 @@ import { noMetrics, type MetricsSink } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './shard/init';
 import { freePort, spawnShard, stopShards, type ShardHandle } from './shard/spawn';
 import { createReloader, type ReloadResult } from './shard/reloader';
+import { openConsole } from './shard/console';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
 // that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
@@ -330,16 +330,8 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     let consoleServer: ConsoleServer | null = null;
     if (config.console.enabled) {
       const cc = config.console;
-      const counts = new ConnectionCounters(started.base.counters);
       try {
-        consoleServer = await startConsole({
-          host: cc.host, port: cc.port, token: cc.token, log,
-          apps: () => reloader.current().apps,
-          connections: (id) => (started.base.appSlots[id] === undefined ? 0 : counts.get(started.base.appSlots[id])),
-          directory: createBusDirectory({ bus: started.bus, shards: config.workers, log }),
-          publish: (app, channel, message) => started.endpoint.publish(app, channel, '', message),
-          shards: () => started.handles.map((h) => h.worker),
-        });
+        consoleServer = await openConsole({ config, base: started.base, bus: started.bus, endpoint: started.endpoint, handles: () => started.handles, reloader, log });
       } catch (err) {
         await metricsServer?.close();
         await stopShards(started.handles, config.shutdown_grace_period, log);
