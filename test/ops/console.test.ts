@@ -235,3 +235,17 @@ t.test('the console is off by default, and its config is checked', async (t) => 
   const env = loadConfig({ env: { CONSOLE_ENABLED: 'true', CONSOLE_PORT: '7000', CONSOLE_TOKEN: TOKEN, CONSOLE_HOST: '127.0.0.2' }, overrides: base.overrides });
   t.same(env.console, { enabled: true, host: '127.0.0.2', port: 7000, token: TOKEN }, 'CONSOLE_* variables');
 });
+
+t.test('after a reload the console serves the apps in force', async (t) => {
+  const { srv, port } = await start(t);
+  const NEW = { id: 'new', key: 'new-key', secret: 'new-secret' };
+  const next = loadConfig({ env: {}, overrides: {
+    host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' },
+    apps: [{ ...APP }, NEW], console: { enabled: true, host: '127.0.0.1', port: 0, token: TOKEN },
+  } });
+  t.same((await srv.server.reload(next)).removed, ['other']);
+  const s = await request(port, 'GET', '/api/session', { authorization: `Bearer ${TOKEN}` });
+  t.same(JSON.parse(s.body).apps.map((a: { id: string }) => a.id), ['app-id', 'new']);
+  t.equal((await request(port, 'GET', '/api/session', { authorization: `Bearer ${OTHER.secret}`, 'x-console-app': OTHER.id })).status, 401, 'a removed app\'s secret no longer logs in');
+  t.equal((await request(port, 'GET', '/api/apps/new', { authorization: `Bearer ${NEW.secret}`, 'x-console-app': NEW.id })).status, 200, 'an added app\'s secret does');
+});
