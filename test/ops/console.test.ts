@@ -249,3 +249,49 @@ t.test('after a reload the console serves the apps in force', async (t) => {
   t.equal((await request(port, 'GET', '/api/session', { authorization: `Bearer ${OTHER.secret}`, 'x-console-app': OTHER.id })).status, 401, 'a removed app\'s secret no longer logs in');
   t.equal((await request(port, 'GET', '/api/apps/new', { authorization: `Bearer ${NEW.secret}`, 'x-console-app': NEW.id })).status, 200, 'an added app\'s secret does');
 });
+
+t.test(`the live log follows a shard restarted after a crash (workers ${WORKERS})`, async (t) => {
+  process.env.RINGCAST_TEST_HOOKS = '1';
+  t.teardown(() => { delete process.env.RINGCAST_TEST_HOOKS; });
+  const { srv, port } = await start(t);
+  // The live log over plain HTTP: every `data:` line of the stream.
+  const events: { kind: string; op?: string; socket_id?: string; shard: number }[] = [];
+  const stream = http.get({ host: '127.0.0.1', port, path: '/api/apps/app-id/events', agent: false, headers: { authorization: `Bearer ${TOKEN}` } }, (res) => {
+    let buf = '';
+    res.on('data', (c: Buffer) => {
+      buf += c.toString();
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        for (const line of buf.slice(0, i).split('\n')) if (line.startsWith('data: ')) events.push(JSON.parse(line.slice(6)));
+        buf = buf.slice(i + 2);
+      }
+    });
+  });
+  t.teardown(() => stream.destroy());
+  const seen = async (pred: (e: (typeof events)[number]) => boolean, what: string) => {
+    for (let i = 0; i < 200 && !events.some(pred); i++) await new Promise((r) => setTimeout(r, 50));
+    t.ok(events.some(pred), what);
+  };
+  // on: a first connection shows
+  let first = await RawClient.connect(srv.wsUrl());
+  for (let i = 0; i < 40 && !events.some((e) => e.socket_id === first.socketId); i++) {
+    await first.close();
+    first = await RawClient.connect(srv.wsUrl());
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await seen((e) => e.kind === 'connection' && e.socket_id === first.socketId, 'the live log is on');
+  await first.close();
+
+  const { socketIdPrefix } = await srv.server.testCrashShard!(0);
+  // Connections on the replacement shard show in the same stream: the hub adopts a new
+  // shard thread within a second (console/hub.ts), so keep connecting until one shows.
+  const onNew = (e: (typeof events)[number]) => e.kind === 'connection' && e.op === 'open' && (e.socket_id ?? '').startsWith(`${socketIdPrefix}.`);
+  let landed = 0;
+  for (let i = 0; i < 100 && !events.some(onNew); i++) {
+    const c = srv.track(await RawClient.connect(srv.wsUrl()));
+    if (c.socketId.startsWith(`${socketIdPrefix}.`)) landed++;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.ok(landed > 0, 'connections landed on the replacement shard');
+  t.ok(events.some(onNew), 'and they are in the live log');
+});
