@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages of the backends the test suite starts itself
-# (redis-server, redis-sentinel, nats-server), only when one of their binaries is
+# (redis-server, redis-sentinel, nats-server) and the browser the live console's test
+# drives (chromium, test/ops/console.test.ts), only when one of their binaries is
 # missing: with everything present it does nothing (no apt-get update, no network).
 set -euo pipefail
 
@@ -9,6 +10,7 @@ declare -A pkg_of=(
   [redis-cli]=redis-server   # redis-cli ships in redis-tools, pulled in by redis-server
   [redis-sentinel]=redis-sentinel
   [nats-server]=nats-server
+  [chromium]=chromium
 )
 
 missing=()

@@ -5,6 +5,7 @@ import { ConfigError, loadConfig } from './config';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
+import { reloadOnSighup } from './shard/reloader';
 
 const USAGE = `Usage:
   ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
@@ -79,6 +80,7 @@ export async function main(argv: string[]): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  const hup = reloadOnSighup(file, log); // SIGHUP reloads the apps from the same file (shard/reloader.ts)
   let server;
   try {
     server = await start(config, log);
@@ -87,6 +89,7 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   const running = server;
+  hup.attach(running);
   if (process.env.RINGCAST_TEST_HOOKS === '1') {
     // Soak tests: SIGUSR2 = full GC in every thread (needs node --expose-gc), then a log line.
     process.on('SIGUSR2', () => {

@@ -2,11 +2,14 @@
 
 import { randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
+import { initialSlots } from './apps/registry';
+import { slotCapacity } from './apps/reload';
 import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
+import type { ConsoleServer } from './console/server';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
@@ -18,6 +21,8 @@ import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics, type MetricsSink } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './shard/init';
 import { freePort, spawnShard, stopShards, type ShardHandle } from './shard/spawn';
+import { createReloader, type ReloadResult } from './shard/reloader';
+import { openConsole } from './shard/console';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
 // that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
@@ -27,7 +32,16 @@ export interface RunningServer {
   readonly port: number;
   /** Port of the /metrics listener (metrics.port 0 = ephemeral); null when metrics are off. */
   readonly metricsPort: number | null;
+  /** Port of the live console (console.port 0 = ephemeral); null when console.enabled is false. */
+  readonly consolePort: number | null;
+  /** The config in force (after a reload: with the reloaded apps). */
   readonly config: Config;
+  /**
+   * Applies the apps of `next` in every shard (SIGHUP, see cli.ts and src/shard/reloader.ts): added,
+   * removed (connections closed with 4001), disabled (4003), changed (connections stay).
+   * Other settings are not reloaded (logged). Rejects, changing nothing, when `next` cannot be used.
+   */
+  reload(next: Config): Promise<ReloadResult>;
   /** Closes every client with 4200 and ends every shard. Idempotent. */
   stop(): Promise<void>;
   /**
@@ -87,7 +101,7 @@ interface Started {
 async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger): Promise<Started | null> {
   const shards = config.workers;
   const topology: BusTopology = createTopology(shards + 1, config.bus.ring_bytes, config.bus.max_spill_bytes, createRingBuffer, createDoorbell);
-  const counters = ConnectionCounters.allocate(config.apps.length);
+  const counters = ConnectionCounters.allocate(slotCapacity(config.apps.length));
   const ratelimit = allocateRateLimiterMemory(config);
   const interest = allocateInterest(shards);
   // The primary is the last endpoint of the mesh: it publishes into the shards (by
@@ -102,7 +116,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, shards, topology, counters, ratelimit, interest, bridge, port, testHooks };
+  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, bridge, port, testHooks };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {
@@ -312,13 +326,29 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       }
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
     }
+    const reloader = createReloader(config, started.base, () => started.handles, slotCapacity(config.apps.length), log);
+    let consoleServer: ConsoleServer | null = null;
+    if (config.console.enabled) {
+      const cc = config.console;
+      try {
+        consoleServer = await openConsole({ config, base: started.base, bus: started.bus, endpoint: started.endpoint, handles: () => started.handles, reloader, log });
+      } catch (err) {
+        await metricsServer?.close();
+        await stopShards(started.handles, config.shutdown_grace_period, log);
+        started.bus.stop();
+        throw new ListenError(`could not start the console on ${cc.host}:${cc.port}: ${(err as Error).message}`);
+      }
+      log.info({ host: cc.host, port: consoleServer.port }, 'live console listening');
+    }
     log.info({ host: config.host, port, shards: config.workers }, 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
     let stopping: Promise<void> | null = null;
     const server: RunningServer = {
       port,
       metricsPort: metricsServer?.port ?? null,
-      config,
+      consolePort: consoleServer?.port ?? null,
+      get config() { return reloader.current(); },
+      reload: (next) => reloader.reload(next),
       bridge: opts.bridge ? started.endpoint : null,
       testPauseBus(shard: number, ms: number) {
         const h = started.handles[shard];
@@ -353,7 +383,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         }))).then((shards) => ({ primary, shards }));
       },
       stop() {
-        stopping ??= Promise.resolve(metricsServer?.close())
+        stopping ??= Promise.all([metricsServer?.close(), consoleServer?.close()])
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets

@@ -1,39 +1,64 @@
-// Read-only lookup of the configured apps, built once per thread from the config.
-// Lookups are by value (id/key strings), so a registry built from a structured clone
-// of the config in a worker gives the same answers and the same indexes as the main
-// thread's: index(app) is the app's position in config.apps (0..n-1), stable for the
-// life of the process and used to address per-app slots in shared counters.
+// Lookup of the configured apps, one per thread. Lookups are by value (id/key strings),
+// so a registry built from a structured clone of the config in a worker gives the same
+// answers as the primary's. index(app) is the app's slot in the shared per-app counters
+// (channels/counters.ts): at start, its position in config.apps (0..n-1); an app added by
+// a config reload (SIGHUP, apps/reload.ts) gets the next free slot, and a slot is never
+// reused for another id, so a connection counted before a reload releases the same slot.
 
 import type { AppConfig } from '../config/types';
 
-export class AppRegistry {
-  private readonly apps: readonly AppConfig[];
-  private readonly ids = new Map<string, number>();
-  private readonly keys = new Map<string, number>();
+/** App id → slot in the shared per-app counters; the primary assigns them (apps/reload.ts). */
+export type AppSlots = Readonly<Record<string, number>>;
 
-  constructor(apps: readonly AppConfig[]) {
+/** The slots of the apps a process starts with: their positions in config.apps. */
+export function initialSlots(apps: readonly Pick<AppConfig, 'id'>[]): Record<string, number> {
+  const slots: Record<string, number> = {};
+  apps.forEach((app, i) => { slots[app.id] = i; });
+  return slots;
+}
+
+export class AppRegistry {
+  private apps: readonly AppConfig[] = [];
+  private ids = new Map<string, AppConfig>();
+  private keys = new Map<string, AppConfig>();
+  private slots: AppSlots = {};
+
+  constructor(apps: readonly AppConfig[], slots: AppSlots = initialSlots(apps)) {
+    this.replace(apps, slots);
+  }
+
+  /**
+   * Swaps in a new app list (a config reload). Indexes are built aside and swapped at
+   * once, so a lookup never sees half of each. Throws, changing nothing, on a duplicate id
+   * or key or an app without a slot.
+   */
+  replace(apps: readonly AppConfig[], slots: AppSlots): void {
+    const ids = new Map<string, AppConfig>();
+    const keys = new Map<string, AppConfig>();
+    for (const app of apps) {
+      if (ids.has(app.id)) throw new Error(`duplicate app id ${JSON.stringify(app.id)}`);
+      if (keys.has(app.key)) throw new Error(`duplicate app key ${JSON.stringify(app.key)}`);
+      if (slots[app.id] === undefined) throw new RangeError(`no counter slot for app id ${JSON.stringify(app.id)}`);
+      ids.set(app.id, app);
+      keys.set(app.key, app);
+    }
     this.apps = apps;
-    apps.forEach((app, i) => {
-      if (this.ids.has(app.id)) throw new Error(`duplicate app id ${JSON.stringify(app.id)}`);
-      if (this.keys.has(app.key)) throw new Error(`duplicate app key ${JSON.stringify(app.key)}`);
-      this.ids.set(app.id, i);
-      this.keys.set(app.key, i);
-    });
+    this.ids = ids;
+    this.keys = keys;
+    this.slots = slots;
   }
 
   byId(id: string): AppConfig | undefined {
-    const i = this.ids.get(id);
-    return i === undefined ? undefined : this.apps[i];
+    return this.ids.get(id);
   }
 
   byKey(key: string): AppConfig | undefined {
-    const i = this.keys.get(key);
-    return i === undefined ? undefined : this.apps[i];
+    return this.keys.get(key);
   }
 
-  /** Stable 0..n-1 index of the app (by id). Throws for an app this registry does not hold. */
+  /** Stable slot of the app (by id) in the shared counters. Throws for an app this registry does not hold. */
   index(app: Pick<AppConfig, 'id'>): number {
-    const i = this.ids.get(app.id);
+    const i = this.ids.has(app.id) ? this.slots[app.id] : undefined;
     if (i === undefined) throw new RangeError(`unknown app id ${JSON.stringify(app.id)}`);
     return i;
   }

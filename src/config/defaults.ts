@@ -64,6 +64,7 @@ export function defaultConfig(): GlobalConfig {
       credentials: false,
     },
     metrics: { enabled: false, driver: 'prometheus', host: '0.0.0.0', port: 9601, prefix: 'ringcast_' },
+    console: { enabled: false, host: '127.0.0.1', port: 9602, token: null },
     websocket: {
       max_payload_kb: 64,
       max_messages: 1000,

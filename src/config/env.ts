@@ -54,6 +54,10 @@ export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = {
   METRICS_HOST: ['metrics.host', 'str'],
   METRICS_PORT: ['metrics.port', 'num'],
   METRICS_PROMETHEUS_PREFIX: ['metrics.prefix', 'str'],
+  CONSOLE_ENABLED: ['console.enabled', 'bool'], // ours, like the rest of console.*
+  CONSOLE_HOST: ['console.host', 'str'],
+  CONSOLE_PORT: ['console.port', 'num'],
+  CONSOLE_TOKEN: ['console.token', 'str'],
   WEBSOCKET_MAX_PAYLOAD_KB: ['websocket.max_payload_kb', 'num'],
   WEBSOCKET_MAX_MESSAGES: ['websocket.max_messages', 'num'],
   WEBSOCKET_MAX_BYTES: ['websocket.max_bytes', 'num'],

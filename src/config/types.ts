@@ -109,6 +109,8 @@ export interface Config {
   tag_filtering: { enabled: boolean; max_nodes: number };
   cors: { origin: string[]; methods: string[]; allowed_headers: string[]; credentials: boolean };
   metrics: { enabled: boolean; driver: 'prometheus'; host: string; port: number; prefix: string };
+  /** The live console (src/console/): its own listener, never the public port. token null: each app's secret logs in to that app. */
+  console: { enabled: boolean; host: string; port: number; token: string | null };
   websocket: {
     max_payload_kb: number;
     max_messages: number;

@@ -287,6 +287,7 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
       port: c.port('metrics.port', g('metrics.port')),
       prefix: c.str('metrics.prefix', g('metrics.prefix'), true),
     },
+    console: { enabled: bool('console.enabled'), host: str('console.host'), port: c.port('console.port', g('console.port')), token: optStr('console.token') },
     websocket: {
       max_payload_kb: pos('websocket.max_payload_kb'),
       max_messages: pos('websocket.max_messages'),
@@ -357,6 +358,7 @@ function crossChecks(c: Checker, cfg: GlobalConfig): void {
   if (cfg.metrics.enabled === true && cfg.metrics.port === cfg.port && cfg.port !== 0) {
     c.fail('metrics.port', 'must differ from port when metrics.enabled is true', cfg.metrics.port);
   }
+  if (cfg.console.enabled === true) consoleChecks(c, cfg);
   const h = cfg.adapter.cluster_health;
   const hk = 'adapter.cluster_health.';
   if (h.enabled === true && c.ok(`${hk}heartbeat_interval_ms`, `${hk}node_timeout_ms`) && h.heartbeat_interval_ms * 3 > h.node_timeout_ms) {
@@ -387,6 +389,20 @@ function crossChecks(c: Checker, cfg: GlobalConfig): void {
   }
   if (c.ok('metrics.prefix') && !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(cfg.metrics.prefix)) {
     c.fail('metrics.prefix', 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', cfg.metrics.prefix);
+  }
+}
+
+/** The console never shares the public port (nor the metrics one), and a token is not guessable by length. */
+function consoleChecks(c: Checker, cfg: GlobalConfig): void {
+  const { port, token } = cfg.console;
+  if (c.ok('console.port') && port !== 0 && port === cfg.port) {
+    c.fail('console.port', 'must differ from port: the console is never served on the public port', port);
+  }
+  if (c.ok('console.port') && port !== 0 && cfg.metrics.enabled === true && port === cfg.metrics.port) {
+    c.fail('console.port', 'must differ from metrics.port (each has its own listener)', port);
+  }
+  if (c.ok('console.token') && token !== null && token.length < 16) {
+    c.fail('console.token', 'must be at least 16 characters (or null: each app logs in with its own secret)', undefined, false);
   }
 }
 

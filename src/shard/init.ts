@@ -1,11 +1,19 @@
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import type { BusTopology } from '../bus/topology';
-import type { Config } from '../config/types';
+import type { AppConfig, Config } from '../config/types';
+import type { TapCommand, TapReport } from '../console/tap';
 import type { MetricsJson } from '../metrics/registry';
 
 /** workerData of a shard thread. */
 export interface ShardInit {
+  /**
+   * The config the process started with. Its `apps` fix the memory rate limiter's layout
+   * (ratelimit/memory.ts) for the life of the process; the apps in force are `apps`.
+   */
   config: Config;
+  /** The apps in force (config.apps until a reload changes them: apps/reload.ts) and their counter slots. */
+  apps: AppConfig[];
+  appSlots: Record<string, number>;
   shardId: number;
   shards: number;
   topology: BusTopology;
@@ -50,6 +58,10 @@ export type ShardEvent =
   | { type: 'restored'; channels: number; members: number; removed: number; added: number; timedOut: boolean }
   /** Answer to a `metrics` command: this shard's registry (PromMetrics.json(); [] when metrics are off). */
   | { type: 'metrics'; req: number; metrics: MetricsJson }
+  /** Answer to `apps`: the new apps are in force; `closed` connections of removed or disabled apps; `error` if refused. */
+  | { type: 'apps_applied'; closed: number; error: string | null }
+  /** Live console: events of the watched apps (console/tap.ts). */
+  | TapReport
   /** Answer to `test_pause_bus`: the pause is in force. */
   | { type: 'test_bus_paused'; socketIdPrefix: string }
   /** Answer to `test_gc`. */
@@ -58,6 +70,10 @@ export type ShardEvent =
 /** Primary → shard lifecycle messages. */
 export type PrimaryCommand =
   | { type: 'shutdown' }
+  /** Config reload: the apps now in force and their counter slots (shard/reload.ts); answer `apps_applied`. */
+  | { type: 'apps'; apps: AppConfig[]; slots: Record<string, number> }
+  /** Live console: the app ids watched now (console/tap.ts). */
+  | TapCommand
   /** A /metrics scrape: answer with a `metrics` event carrying the same req. */
   | { type: 'metrics'; req: number }
   /**

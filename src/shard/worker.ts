@@ -28,7 +28,9 @@ import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
 import { createWatchlists } from '../ws/watchlist';
 import type { Socket } from '../ws/types';
+import { createTap } from '../console/tap';
 import { createFailover } from './failover';
+import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
 import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
 
@@ -38,7 +40,7 @@ const { shardId, shards } = init;
 // frozen arrays let protocol/origin.ts cache compiled origin matchers.
 const config = deepFreeze(init.config);
 const log = createLogger(config.log, { shard: shardId });
-const apps = new AppRegistry(config.apps);
+const apps = new AppRegistry(deepFreeze(init.apps), init.appSlots);
 const prefix = config.protocol.event_prefix;
 const out = (canonical: string) => outName(canonical, prefix);
 const post = (e: ShardEvent) => parentPort!.postMessage(e);
@@ -66,15 +68,18 @@ const cache = cacheStore ? new CacheChannels(bus, shards, config.channel_limits.
 cacheStore?.startSweep(30_000);
 /** Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts). */
 const interest = new Interest(init.interest, shards, shardId);
+/** The live console's event tap (console/tap.ts): a pipeline stage only when the console is on. */
+const tap = config.console.enabled ? createTap(shardId, post) : null;
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log, out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
-  stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [] },
+  stages: { adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])] },
 });
 const directory = createBusDirectory({ bus, shards, log, metrics });
 const owner = createOwnerService({
-  shards, apps, publisher, cacheStore, log, metrics, out,
+  shards, apps, cacheStore,
+  publisher: tap ? { publishOne: (m) => publisher.publishOne(m), member: (m) => { tap.member(m); publisher.member(m); } } : publisher, log, metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,
   reply: (to, req, body) => bus.reply(to, req, body),
 });
@@ -132,6 +137,7 @@ const behavior = createWsBehavior({
   shadows: failover.shadows,
   watchlists,
   cache,
+  tap,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });
@@ -219,6 +225,15 @@ function answerMetrics(req: number): void {
 parentPort!.on('message', (cmd: PrimaryCommand) => {
   if (cmd.type === 'shutdown' && !stopping) shutdownNow({ type: 'stopped' });
   else if (cmd.type === 'metrics') answerMetrics(cmd.req);
+  else if (cmd.type === 'tap') tap?.watch(cmd.apps);
+  else if (cmd.type === 'apps') {
+    try {
+      const closed = applyApps({ apps, sockets, metrics, out }, deepFreeze(cmd.apps), cmd.slots);
+      post({ type: 'apps_applied', closed, error: null });
+    } catch (err) {
+      post({ type: 'apps_applied', closed: 0, error: (err as Error).message });
+    }
+  }
   else if (cmd.type === 'test_pause_bus') {
     if (!init.testHooks) return;
     bus.pauseDraining(cmd.ms);

@@ -195,6 +195,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       am.connectionsTotal.inc();
       am.connectionsActive.inc();
       sendFrame(meters, ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
+      if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'open', socket_id: d.id });
     },
 
     message(ws, message) {
@@ -230,6 +231,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       // owner of the user (the same shard, if it is the channel's owner) has the sign-out too.
       deps.watchlists?.closed(d, !deps.stopping());
       subs.dropAll(d);
+      if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'close', socket_id: d.id });
     },
 
     /**

@@ -10,6 +10,7 @@ import type { ConnectionCounters } from '../channels/counters';
 import type { PresenceShadows } from '../channels/rebuild';
 import type { MetricsSink } from '../metrics/types';
 import type { RateLimiter } from '../ratelimit/types';
+import type { Tap } from '../console/tap';
 import type { Backpressure } from './backpressure';
 import type { Socket } from './types';
 import type { Watchlists } from './watchlist';
@@ -41,6 +42,8 @@ export interface WsDeps {
   cache?: CacheChannels | null;
   /** Watchlists of signed-in sockets (apps with enable_watchlist_events; ws/watchlist.ts). */
   watchlists?: Watchlists;
+  /** The live console's event tap (connections open / close); null or absent when the console is off. */
+  tap?: Tap | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

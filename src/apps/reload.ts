@@ -1,0 +1,71 @@
+// Config reload of the apps (SIGHUP): what changes between the running config and the
+// one just read, and the counter slot of every app (apps/registry.ts). Pure: main.ts
+// sends the result to every shard (shard/reload.ts applies it there).
+//
+// Only the apps are reloaded. Every other setting (ports, workers, drivers, limits of the
+// server) is fixed at start: a difference there is named in the plan (`restartKeys`) and
+// logged, not applied.
+
+import type { AppSlots } from './registry';
+import type { AppConfig, Config } from '../config/types';
+
+export class ReloadError extends Error {
+  readonly code = 'RC_ERR_RELOAD';
+}
+
+export interface ReloadPlan {
+  apps: AppConfig[];
+  /** Every app id ever held by this process → its slot (removed ids keep theirs). */
+  slots: Record<string, number>;
+  added: string[];
+  /** Ids gone from the file: their connections are closed with 4001. */
+  removed: string[];
+  /** Ids whose settings changed (secret, limits, origins, webhooks, key, enabled). */
+  changed: string[];
+  /** Ids enabled before and disabled now: their connections are closed with 4003. */
+  disabled: string[];
+  /** Top-level settings other than `apps` that differ: they need a restart. */
+  restartKeys: string[];
+}
+
+/** Top-level keys whose values differ (JSON), `apps` aside. */
+function changedKeys(a: Config, b: Config): string[] {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  keys.delete('apps');
+  return [...keys].filter((k) => JSON.stringify(a[k as keyof Config]) !== JSON.stringify(b[k as keyof Config])).sort();
+}
+
+/**
+ * The plan from `current` to `next`. `capacity`: slots in the shared counters; a reload
+ * that would need more (more distinct app ids than that over the life of the process)
+ * throws ReloadError and changes nothing.
+ */
+export function planReload(current: Config, slots: AppSlots, next: Config, capacity: number): ReloadPlan {
+  const out: Record<string, number> = { ...slots };
+  let free = Object.values(out).reduce((m, s) => Math.max(m, s + 1), 0);
+  const before = new Map(current.apps.map((a) => [a.id, a]));
+  const plan: ReloadPlan = { apps: [...next.apps], slots: out, added: [], removed: [], changed: [], disabled: [], restartKeys: changedKeys(current, next) };
+  for (const app of next.apps) {
+    const old = before.get(app.id);
+    if (!old) {
+      plan.added.push(app.id);
+      if (out[app.id] === undefined) {
+        if (free >= capacity) {
+          throw new ReloadError(`cannot add app ${JSON.stringify(app.id)}: this process has room for ${capacity} app ids in all; restart ringcast to add more`);
+        }
+        out[app.id] = free++;
+      }
+      continue;
+    }
+    before.delete(app.id);
+    if (JSON.stringify(old) !== JSON.stringify(app)) plan.changed.push(app.id);
+    if (old.enabled && !app.enabled) plan.disabled.push(app.id);
+  }
+  plan.removed = [...before.keys()];
+  return plan;
+}
+
+/** How many slots the shared counters get at start: the apps, plus room for apps added by reloads. */
+export function slotCapacity(apps: number): number {
+  return apps + 1024;
+}

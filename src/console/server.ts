@@ -1,0 +1,207 @@
+// The live console (console.enabled): a small web page on its own listener
+// (console.host:console.port, never the public port) showing, per app, its connections,
+// occupied channels with subscriber counts, presence members, a live log of its events
+// (console/hub.ts, console/tap.ts), and a form that publishes a test event.
+//
+//   GET  /                         the page (static/index.html, console.js, console.css)
+//   GET  /api/session              the apps this login may see        ┐
+//   GET  /api/apps/:id             connections, channels, members     │ Authorization:
+//   GET  /api/apps/:id/events      live log (text/event-stream)       │ Bearer <token|secret>
+//   POST /api/apps/:id/publish     {channel, event, data}             ┘ (console/auth.ts)
+//
+// The page itself holds no data; every /api answer needs the token (401 without it, 404
+// for an app the login may not see). Plain HTML and JavaScript from the package, no build.
+
+import { readFileSync } from 'node:fs';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type net from 'node:net';
+import path from 'node:path';
+import type { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { ChannelDirectory } from '../channels/directory';
+import type { AppConfig } from '../config/types';
+import { isPresence, validateChannelName, validateEventName } from '../protocol/channels';
+import { frame } from '../protocol/frames';
+import { grantOf, visible, type Grant } from './auth';
+import { createHub } from './hub';
+
+export interface ConsoleDeps {
+  host: string;
+  /** 0: an ephemeral port (tests). */
+  port: number;
+  token: string | null;
+  log: Logger;
+  /** The apps in force (a reload changes them). */
+  apps(): readonly AppConfig[];
+  /** Open connections of an app, process-wide. */
+  connections(appId: string): number;
+  directory: Pick<ChannelDirectory, 'list' | 'info' | 'members'>;
+  /** An API event to the app's subscribers of the channel (throws when the bus is full). */
+  publish(app: string, channel: string, message: string): void;
+  /** The shard threads of this moment. */
+  shards(): readonly Worker[];
+}
+
+export interface ConsoleServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Channels listed with their counts (a bus request each); more are cut, and said so. */
+const MAX_CHANNELS = 200;
+/** Presence channels whose members are listed. */
+const MAX_PRESENCE = 20;
+const MAX_BODY = 256 * 1024;
+
+const STATIC_DIR = path.resolve(__dirname, '..', '..', '..', 'src', 'console', 'static');
+const TYPES: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8' };
+const SECURITY_HEADERS = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+};
+
+function loadStatic(): Map<string, { type: string; body: Buffer }> {
+  const files = new Map<string, { type: string; body: Buffer }>();
+  for (const name of ['index.html', 'console.js', 'console.css']) {
+    const body = readFileSync(path.join(STATIC_DIR, name)); // missing: the package is incomplete, fail at start
+    files.set(name === 'index.html' ? '/' : `/${name}`, { type: TYPES[path.extname(name)], body });
+  }
+  return files;
+}
+
+function json(res: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'application/json; charset=utf-8', ...extra }).end(JSON.stringify(body));
+}
+
+function readBody(req: IncomingMessage): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    let size = 0;
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        resolve(null);
+        req.destroy();
+      } else parts.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
+  const files = loadStatic();
+  const hub = createHub(() => deps.shards());
+
+  async function state(app: AppConfig): Promise<unknown> {
+    const all = (await deps.directory.list(app.id, '')).map(([name]) => name).sort();
+    const names = all.slice(0, MAX_CHANNELS);
+    const infos = await Promise.all(names.map((name) => deps.directory.info(app.id, name)));
+    const channels = names.map((name, i) => ({ name, subscription_count: infos[i].subscription_count, user_count: infos[i].user_count }))
+      .filter((c) => c.subscription_count > 0 || (c.user_count ?? 0) > 0);
+    const presence: Record<string, { user_id: unknown; user_info: unknown }[]> = {};
+    for (const name of names.filter(isPresence).slice(0, MAX_PRESENCE)) {
+      presence[name] = (await deps.directory.members(app.id, name)).map(([user_id, user_info]) => ({ user_id, user_info }));
+    }
+    return { id: app.id, key: app.key, enabled: app.enabled, connections: deps.connections(app.id), channels, truncated: all.length > names.length, presence };
+  }
+
+  async function publish(app: AppConfig, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const text = await readBody(req);
+    if (text === null) return json(res, 413, { error: `body larger than ${MAX_BODY} bytes` });
+    let body: { channel?: unknown; event?: unknown; data?: unknown };
+    try {
+      body = JSON.parse(text) as typeof body;
+    } catch {
+      return json(res, 400, { error: 'body must be JSON: {"channel", "event", "data"}' });
+    }
+    if (body === null || typeof body !== 'object') return json(res, 400, { error: 'body must be a JSON object' });
+    const bad = validateChannelName(body.channel, app.max_channel_name_length) ?? validateEventName(body.event, app.max_event_name_length);
+    if (bad) return json(res, 400, { error: bad });
+    const data = typeof body.data === 'string' ? body.data : JSON.stringify(body.data ?? {});
+    if (Buffer.byteLength(data) > app.max_event_payload_in_kb * 1024) {
+      return json(res, 413, { error: `data is larger than the app's max_event_payload_in_kb (${app.max_event_payload_in_kb})` });
+    }
+    const channel = body.channel as string;
+    const event = body.event as string;
+    try {
+      deps.publish(app.id, channel, frame(event, data, channel));
+    } catch (err) {
+      deps.log.warn({ err, app: app.id }, 'console publish refused');
+      return json(res, 503, { error: 'the server could not take the event now; try again' });
+    }
+    hub.emit({ t: Date.now(), app: app.id, kind: 'api', shard: -1, channel, event, data: data.slice(0, 1024), op: 'console' });
+    json(res, 200, { ok: true });
+  }
+
+  async function api(req: IncomingMessage, res: ServerResponse, url: string, grant: Grant): Promise<void> {
+    const apps = visible(grant, deps.apps());
+    if (url === '/api/session') {
+      if (req.method !== 'GET') return json(res, 405, { error: 'method not allowed' }, { allow: 'GET' });
+      return json(res, 200, { apps: apps.map((a) => ({ id: a.id, key: a.key, enabled: a.enabled })) });
+    }
+    const m = /^\/api\/apps\/([^/]+)(\/events|\/publish)?$/.exec(url);
+    if (!m) return json(res, 404, { error: 'not found' });
+    let id: string;
+    try {
+      id = decodeURIComponent(m[1]);
+    } catch {
+      return json(res, 404, { error: 'not found' });
+    }
+    const app = apps.find((a) => a.id === id);
+    if (!app) return json(res, 404, { error: `no app ${JSON.stringify(id)}` });
+    const want = m[2] === '/publish' ? 'POST' : 'GET';
+    if (req.method !== want) return json(res, 405, { error: 'method not allowed' }, { allow: want });
+    if (m[2] === '/events') return hub.watch(app.id, res);
+    if (m[2] === '/publish') return publish(app, req, res);
+    try {
+      return json(res, 200, await state(app));
+    } catch (err) {
+      deps.log.warn({ err, app: app.id }, 'console: could not collect the app state');
+      return json(res, 503, { error: 'a shard did not answer; try again' });
+    }
+  }
+
+  const server = http.createServer((req, res) => {
+    const url = (req.url ?? '/').split('?', 1)[0];
+    if (!url.startsWith('/api/')) {
+      const f = files.get(url);
+      if (!f || (req.method !== 'GET' && req.method !== 'HEAD')) return json(res, 404, { error: 'not found' });
+      res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': f.type }).end(req.method === 'HEAD' ? undefined : f.body);
+      return;
+    }
+    const grant = grantOf(req, deps.token, deps.apps());
+    if (!grant) {
+      req.resume();
+      return json(res, 401, { error: 'a valid console token or app secret is needed' }, { 'www-authenticate': 'Bearer realm="ringcast console"' });
+    }
+    api(req, res, url, grant).catch((err: unknown) => {
+      deps.log.error({ err }, 'console request failed');
+      if (!res.headersSent) json(res, 500, { error: 'internal error' });
+      else res.end();
+    });
+  });
+
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(deps.port, deps.host, () => {
+      server.off('error', reject);
+      server.on('error', (err) => deps.log.error({ err }, 'console listener error'));
+      const { port } = server.address() as net.AddressInfo;
+      let closing: Promise<void> | null = null;
+      resolve({
+        port,
+        close() {
+          closing ??= new Promise<void>((done) => {
+            hub.close();
+            server.close(() => done());
+            server.closeAllConnections();
+          });
+          return closing;
+        },
+      });
+    });
+  });
+}
