@@ -64,7 +64,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const log = createLogger(config.log, { thread: 'primary' });
+  const log = createLogger(config.log);
   // Signal handlers go in before the shards start: a shard answers /up (and takes
   // clients) as soon as it listens, before start() resolves, and a SIGTERM in that
   // window must drain too, not kill the process. A second signal kills at once.

@@ -12,6 +12,9 @@ import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
 import type { Config } from './config/types';
 import { createLogger } from './log';
+import { startRedirectServer, type RedirectServer } from './listeners/redirect';
+import { startupSummary } from './listeners/summary';
+import { prepareUnixSocket, removeUnixSocket } from './listeners/unix';
 import { allocateRateLimiterMemory, checkRateLimiter } from './ratelimit';
 import { PromMetrics } from './metrics/registry';
 import { startMetricsServer, type MetricsServer } from './metrics/server';
@@ -27,6 +30,8 @@ export interface RunningServer {
   readonly port: number;
   /** Port of the /metrics listener (metrics.port 0 = ephemeral); null when metrics are off. */
   readonly metricsPort: number | null;
+  /** Port of the HTTP→HTTPS redirect listener (ssl.redirect_http; http_port 0 = ephemeral); null when off. */
+  readonly redirectPort: number | null;
   readonly config: Config;
   /** Closes every client with 4200 and ends every shard. Idempotent. */
   stop(): Promise<void>;
@@ -283,7 +288,7 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
 }
 
 /** Starts every shard on the configured port (0: a free one is picked) and resolves when all listen. */
-export async function start(config: Config, log: Logger = createLogger(config.log, { thread: 'primary' }), opts: StartOptions = {}): Promise<RunningServer> {
+export async function start(config: Config, log: Logger = createLogger(config.log), opts: StartOptions = {}): Promise<RunningServer> {
   assertSupported(config);
   // A configured Redis for the rate limiter must answer now (RateLimiterUnavailable if not).
   await checkRateLimiter(config);
@@ -292,6 +297,9 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   const attempts = config.port === 0 ? 5 : 1;
   // Test hooks (e.g. crashing a shard on demand) exist only when the environment asks at start.
   const testHooks = process.env.RINGCAST_TEST_HOOKS === '1';
+  // uWS's listen_unix would unlink a live socket of another server: check the path first.
+  const unixProblem = config.unix_socket.enabled ? await prepareUnixSocket(config.unix_socket) : null;
+  if (unixProblem) throw new ListenError(unixProblem);
   for (let i = 0; i < attempts; i++) {
     const port = config.port === 0 ? await freePort(config.host) : config.port;
     const started = await startOnce(config, port, testHooks, opts.bridge === true, log);
@@ -312,12 +320,24 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       }
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
     }
-    log.info({ host: config.host, port, shards: config.workers }, 'ringcast listening');
+    let redirect: RedirectServer | null = null;
+    if (config.ssl.redirect_http) {
+      try {
+        redirect = await startRedirectServer(config, port);
+      } catch (err) {
+        await metricsServer?.close();
+        await stopShards(started.handles, config.shutdown_grace_period, log);
+        started.bus.stop();
+        throw new ListenError(`could not listen on ${config.host}:${config.ssl.http_port} for the HTTP→HTTPS redirect: ${(err as Error).message}`);
+      }
+    }
+    log.info(startupSummary(config, { port, metricsPort: metricsServer?.port ?? null, redirectPort: redirect?.port ?? null }), 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
     let stopping: Promise<void> | null = null;
     const server: RunningServer = {
       port,
       metricsPort: metricsServer?.port ?? null,
+      redirectPort: redirect?.port ?? null,
       config,
       bridge: opts.bridge ? started.endpoint : null,
       testPauseBus(shard: number, ms: number) {
@@ -353,12 +373,13 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         }))).then((shards) => ({ primary, shards }));
       },
       stop() {
-        stopping ??= Promise.resolve(metricsServer?.close())
+        stopping ??= Promise.all([metricsServer?.close(), redirect?.close()])
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets
           .then(() => {
           started.bus.stop();
+          if (config.unix_socket.enabled) removeUnixSocket(config.unix_socket);
           log.info('ringcast stopped');
         });
         return stopping;

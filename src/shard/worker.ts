@@ -16,7 +16,7 @@ import { createOwnerService, isOwnerMsg } from '../channels/owner-service';
 import { createPublisher } from '../channels/publisher';
 import { registerRoutes } from '../http/router';
 import { deepFreeze } from '../config';
-import { createLogger } from '../log';
+import { createShardLogger, moduleLogger } from '../log';
 import { createRateLimiter, STARTUP_TIMEOUT_MS } from '../ratelimit';
 import { PromMetrics } from '../metrics/registry';
 import { noMetrics, type MetricsSink } from '../metrics/types';
@@ -25,6 +25,7 @@ import { Backpressure } from '../ws/backpressure';
 import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
 import type { Socket } from '../ws/types';
+import { listenUnix } from '../listeners/unix';
 import { createFailover } from './failover';
 import { createShutdown } from './shutdown';
 import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
@@ -34,7 +35,10 @@ const { shardId, shards } = init;
 // Frozen again: structured cloning to this thread drops the primary's freeze, and
 // frozen arrays let protocol/origin.ts cache compiled origin matchers.
 const config = deepFreeze(init.config);
-const log = createLogger(config.log, { shard: shardId });
+const rootLog = createShardLogger(config.log, init.logPort!, shardId);
+/** `module` on each line when log.include_target is on (log.ts). */
+const logOf = (module: string) => moduleLogger(rootLog, config.log, module);
+const log = logOf('shard');
 const apps = new AppRegistry(config.apps);
 const prefix = config.protocol.event_prefix;
 const out = (canonical: string) => outName(canonical, prefix);
@@ -56,7 +60,7 @@ const backpressure = new Backpressure({
 });
 const counters = new ConnectionCounters(init.counters);
 /** memory driver: maps the primary's buffer, so its limits are per process (ratelimit/memory.ts). */
-const limiter = createRateLimiter(config, { memory: init.ratelimit, log });
+const limiter = createRateLimiter(config, { memory: init.ratelimit, log: logOf('ratelimit') });
 /** Cache channels (channels/cache.ts): the entries of the channels this shard owns; off with cache.driver `none`. */
 const cacheStore = config.cache.driver === 'memory' ? new CacheStore() : null;
 const cache = cacheStore ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null;
@@ -64,14 +68,14 @@ cacheStore?.startSweep(30_000);
 /** Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts). */
 const interest = new Interest(init.interest, shards, shardId);
 const publisher = createPublisher({
-  bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log, out,
+  bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
   stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [] },
 });
-const directory = createBusDirectory({ bus, shards, log, metrics });
+const directory = createBusDirectory({ bus, shards, log: logOf('bus'), metrics });
 const owner = createOwnerService({
-  shards, apps, publisher, cacheStore, log, metrics, out,
+  shards, apps, publisher, cacheStore, log: logOf('channels'), metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,
   reply: (to, req, body) => bus.reply(to, req, body),
 });
@@ -100,10 +104,7 @@ const failover = createFailover({
   closeEverything: () => {
     stopping = true; // closing sockets send no unsub / presence_leave: the rebuild accounts for them
     clearInterval(sweepTimer);
-    if (listenSocket) {
-      uWS.us_listen_socket_close(listenSocket);
-      listenSocket = null;
-    }
+    closeListeners();
     for (const ws of [...sockets.values()]) ws.close();
     bus.stop();
     void limiter.close();
@@ -113,7 +114,7 @@ const failover = createFailover({
 
 let socketSeq = 0;
 const behavior = createWsBehavior({
-  config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log, metrics, limiter, out, backpressure,
+  config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log: logOf('ws'), metrics, limiter, out, backpressure,
   shadows: failover.shadows,
   cache,
   stopping: () => stopping,
@@ -138,13 +139,20 @@ bus.start({
 });
 
 registerRoutes(uws, {
-  config, apps, publisher, directory, log, metrics, limiter, cache,
+  config, apps, publisher, directory, log: logOf('http'), metrics, limiter, cache,
   stopping: () => stopping,
 });
 
 const sweepTimer = setInterval(() => behavior.sweep(Date.now()), 1000);
 
 let listenSocket: us_listen_socket | null = null;
+/** Shard 0 also listens on unix_socket.path when enabled (listeners/unix.ts says why only it). */
+let unixSocket: us_listen_socket | null = null;
+function closeListeners(): void {
+  for (const ls of [listenSocket, unixSocket]) if (ls) uWS.us_listen_socket_close(ls);
+  listenSocket = null;
+  unixSocket = null;
+}
 // A Redis rate limiter connects before the shard listens (the primary has checked that it
 // answers). Should it still not be ready in time, listen anyway: limited API requests
 // answer 503 until Redis is reachable (fail closed), the rest works.
@@ -158,6 +166,15 @@ void limiter.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
       return;
     }
     listenSocket = ls;
+    if (config.unix_socket.enabled && shardId === 0) {
+      const unix = listenUnix(uws, config.unix_socket);
+      if (typeof unix === 'string') {
+        log.error({ path: config.unix_socket.path }, unix);
+        shutdownNow({ type: 'listen_failed', port: init.port });
+        return;
+      }
+      unixSocket = unix;
+    }
     post({ type: 'ready', port: uWS.us_socket_local_port(ls) });
   });
 });
@@ -167,10 +184,7 @@ let stopping = false;
 /** The stop, bounded by shutdown_grace_period (shard/shutdown.ts). */
 const shutdown = createShutdown({
   sockets,
-  closeListener: () => {
-    if (listenSocket) uWS.us_listen_socket_close(listenSocket);
-    listenSocket = null;
-  },
+  closeListener: closeListeners,
   // In the native binding, not in uWS's TypeScript types.
   closeAll: () => (uws as TemplatedApp & { close(): void }).close(),
   bus, limiter, post, log,
