@@ -1,6 +1,8 @@
-// `ringcast start [--config FILE]`, `ringcast --help`, `ringcast --version`.
+// `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`, `ringcast --help`,
+// `ringcast --version`.
 
 import { existsSync } from 'node:fs';
+import { checkConfig } from './check-config';
 import { ConfigError, loadConfig } from './config';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
@@ -8,6 +10,9 @@ import { start } from './main';
 
 const USAGE = `Usage:
   ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
+  ringcast check-config [--config FILE]
+                                   print the effective configuration (secrets masked), or
+                                   its errors; exit status 0, or 78 when it is invalid
   ringcast --help                  show this help
   ringcast --version               print the version
 
@@ -30,7 +35,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const cmd = args.shift();
-  if (cmd !== 'start') {
+  if (cmd !== 'start' && cmd !== 'check-config') {
     process.stderr.write(`ringcast: ${cmd === undefined ? 'missing command' : `unknown command "${cmd}"`}\n\n${USAGE}\n`);
     return 2;
   }
@@ -52,6 +57,9 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   if (file === null && existsSync('config.yaml')) file = 'config.yaml';
+  if (cmd === 'check-config') {
+    return checkConfig(file, process.env, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
+  }
 
   let config;
   try {
