@@ -13,7 +13,7 @@
 // log.include_target adds `thread` (primary, shard-N) and `module` (main, ws, http, bus...)
 // to every line, and the human format shows them as a `[shard-2 ws]` prefix.
 
-import type { MessagePort } from 'node:worker_threads';
+import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { Config } from './config/types';
 
@@ -67,10 +67,19 @@ export function createShardLogger(cfg: LogConfig, port: MessagePort, shardId: nu
   return pino(options(cfg, `shard-${shardId}`, { shard: shardId }), stream);
 }
 
-/** Primary side of a shard's log port: every line it posts goes, whole, to the process destination. */
-export function relayLogs(cfg: LogConfig, port: MessagePort): void {
+/**
+ * Primary side of a shard's log port: every line it posts goes, whole, to the process
+ * destination. Call the returned drain when the thread has exited: lines it posted last
+ * may still wait in the port (the `exit` event does not wait for them); they are written,
+ * in order, before anyone awaiting the exit goes on.
+ */
+export function relayLogs(cfg: LogConfig, port: MessagePort): () => void {
   const dest = logDestination(cfg);
   port.on('message', (line: string) => dest.write(line));
+  return () => {
+    for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) dest.write(m.message as string);
+    port.close();
+  };
 }
 
 /** `log` for one module of the code: tagged with `module` when log.include_target is on. */

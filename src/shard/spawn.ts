@@ -64,12 +64,15 @@ const shardResourceLimits = process.execArgv.some((a) => /semi[-_]space/.test(a)
 export function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle; ready: Promise<ShardEvent> } {
   // The shard's log lines come back whole over their own port (log.ts); the port closes with the thread.
   const logs = new MessageChannel();
-  relayLogs(init.config.log, logs.port1);
+  const drainLogs = relayLogs(init.config.log, logs.port1);
   const worker = new Worker(path.join(__dirname, 'worker.js'), {
     workerData: { ...init, logPort: logs.port2 }, transferList: [logs.port2],
     execArgv: shardExecArgv(), resourceLimits: shardResourceLimits,
   });
-  const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+  const exited = new Promise<number>((resolve) => worker.once('exit', (code) => {
+    drainLogs();
+    resolve(code);
+  }));
   const ready = new Promise<ShardEvent>((resolve) => {
     worker.on('message', (e: ShardEvent) => {
       if (e.type === 'ready' || e.type === 'listen_failed') resolve(e);
