@@ -38,7 +38,7 @@ function pingMargin(idleTimeout: number): number {
  * (idleTimeout − margin) s without a frame from the client and closes the connection when
  * nothing arrives within the margin (4, 8 or 16 s, derived from idleTimeout), so the
  * timeout is chosen for that first part to be websocket.ping_interval (uWS's timers tick
- * every 4 s: a ping comes 0–4 s late). Without auto_ping it is only a backstop behind the
+ * every 4 s: a ping comes after ping_interval − 4 to ping_interval s of silence). Without auto_ping it is only a backstop behind the
  * protocol's own ping/pong (activity_timeout + pong_timeout, 4201).
  */
 export function idleTimeoutFor(ws: { auto_ping: boolean; ping_interval: number }, protocolMs: number): number {

@@ -1,7 +1,7 @@
 // websocket.auto_ping / websocket.ping_interval: uWS sends WebSocket ping frames after
 // ping_interval seconds without a frame from the client, and closes a client that does not
 // answer (ws/connection.ts idleTimeoutFor). uWS's timers tick every 4 s, so a ping comes
-// 0–4 s after the interval.
+// after ping_interval − 4 to ping_interval s of silence (the default, 30 s, would be far later).
 
 import t from 'tap';
 import { idleTimeoutFor } from '../../src/ws/connection';
@@ -23,8 +23,8 @@ t.test('ping_interval 4: a silent client gets WebSocket pings; one that does not
   const t0 = Date.now();
   const pinged = (c: RawClient) => new Promise<number>((resolve) => c.ws.once('ping', () => resolve(Date.now() - t0)));
   const [a, m] = await Promise.all([pinged(answering), pinged(mute)]);
-  t.ok(a >= 3000 && a <= 12_000, `pinged after ${a} ms of silence`);
-  t.ok(m >= 3000 && m <= 12_000, `the mute client too (${m} ms)`);
+  t.ok(a <= 12_000, `pinged after ${a} ms of silence`);
+  t.ok(m <= 12_000, `the mute client too (${m} ms)`);
   const code = await new Promise<number>((resolve) => mute.ws.once('close', (c: number) => resolve(c)));
   t.equal(code, 1006, `no pong: closed by the server (after ${Date.now() - t0} ms)`);
   t.ok(Date.now() - t0 < 20_000);
