@@ -12,8 +12,9 @@
 // listen_unix unlinks whatever is at the path before it binds, which would silently take
 // the socket of another running server, or delete a regular file that happens to be there.
 
-import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import uWS, { type TemplatedApp, type us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/types';
 
@@ -37,7 +38,10 @@ export async function prepareUnixSocket(cfg: UnixConfig): Promise<string | null>
   try {
     st = lstatSync(cfg.path);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      const dir = path.dirname(cfg.path);
+      return existsSync(dir) ? null : `unix_socket.path ${cfg.path}: the directory ${dir} does not exist`;
+    }
     return `cannot inspect unix_socket.path ${cfg.path}: ${(err as Error).message}`;
   }
   if (!st.isSocket()) return `unix_socket.path ${cfg.path} exists and is not a socket; not removing it`;

@@ -95,3 +95,8 @@ t.test('a path that is not a socket is refused and left alone', async (t) => {
   await t.rejects(startServer({ unix_socket: { enabled: true, path: sock } }), { code: 'RC_ERR_LISTEN', message: /exists and is not a socket/ });
   t.equal(readFileSync(sock, 'utf8'), 'precious', 'the file is untouched');
 });
+
+t.test('a path in a directory that does not exist is refused, naming it', async (t) => {
+  const sock = path.join(tmpSocketPath(t), 'no-such-dir', 'ringcast.sock');
+  await t.rejects(startServer({ unix_socket: { enabled: true, path: sock } }), { code: 'RC_ERR_LISTEN', message: /the directory .*no-such-dir does not exist/ });
+});
