@@ -1,6 +1,8 @@
-// `ringcast start [--config FILE]`, `ringcast --help`, `ringcast --version`.
+// `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`, `ringcast --help`,
+// `ringcast --version`.
 
 import { existsSync } from 'node:fs';
+import { checkConfig } from './check-config';
 import { ConfigError, loadConfig } from './config';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
@@ -9,6 +11,9 @@ import { reloadOnSighup } from './shard/reloader';
 
 const USAGE = `Usage:
   ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
+  ringcast check-config [--config FILE]
+                                   print the effective configuration (secrets masked), or
+                                   its errors; exit status 0, or 78 when it is invalid
   ringcast --help                  show this help
   ringcast --version               print the version
 
@@ -31,7 +36,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const cmd = args.shift();
-  if (cmd !== 'start') {
+  if (cmd !== 'start' && cmd !== 'check-config') {
     process.stderr.write(`ringcast: ${cmd === undefined ? 'missing command' : `unknown command "${cmd}"`}\n\n${USAGE}\n`);
     return 2;
   }
@@ -53,6 +58,9 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   if (file === null && existsSync('config.yaml')) file = 'config.yaml';
+  if (cmd === 'check-config') {
+    return checkConfig(file, process.env, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
+  }
 
   let config;
   try {
@@ -65,7 +73,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const log = createLogger(config.log, { thread: 'primary' });
+  const log = createLogger(config.log);
   // Signal handlers go in before the shards start: a shard answers /up (and takes
   // clients) as soon as it listens, before start() resolves, and a SIGTERM in that
   // window must drain too, not kill the process. A second signal kills at once.

@@ -15,6 +15,9 @@ import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
 import type { Config } from './config/types';
 import { createLogger } from './log';
+import { startRedirectServer, type RedirectServer } from './listeners/redirect';
+import { startupSummary } from './listeners/summary';
+import { prepareUnixSocket, removeUnixSocket } from './listeners/unix';
 import { allocateRateLimiterMemory, checkRateLimiter } from './ratelimit';
 import { PromMetrics } from './metrics/registry';
 import { startMetricsServer, type MetricsServer } from './metrics/server';
@@ -34,6 +37,8 @@ export interface RunningServer {
   readonly metricsPort: number | null;
   /** Port of the live console (console.port 0 = ephemeral); null when console.enabled is false. */
   readonly consolePort: number | null;
+  /** Port of the HTTP→HTTPS redirect listener (ssl.redirect_http; http_port 0 = ephemeral); null when off. */
+  readonly redirectPort: number | null;
   /** The config in force (after a reload: with the reloaded apps). */
   readonly config: Config;
   /**
@@ -297,7 +302,7 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
 }
 
 /** Starts every shard on the configured port (0: a free one is picked) and resolves when all listen. */
-export async function start(config: Config, log: Logger = createLogger(config.log, { thread: 'primary' }), opts: StartOptions = {}): Promise<RunningServer> {
+export async function start(config: Config, log: Logger = createLogger(config.log), opts: StartOptions = {}): Promise<RunningServer> {
   assertSupported(config);
   // A configured Redis for the rate limiter must answer now (RateLimiterUnavailable if not).
   await checkRateLimiter(config);
@@ -306,6 +311,9 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   const attempts = config.port === 0 ? 5 : 1;
   // Test hooks (e.g. crashing a shard on demand) exist only when the environment asks at start.
   const testHooks = process.env.RINGCAST_TEST_HOOKS === '1';
+  // uWS's listen_unix would unlink a live socket of another server: check the path first.
+  const unixProblem = config.unix_socket.enabled ? await prepareUnixSocket(config.unix_socket) : null;
+  if (unixProblem) throw new ListenError(unixProblem);
   for (let i = 0; i < attempts; i++) {
     const port = config.port === 0 ? await freePort(config.host) : config.port;
     const started = await startOnce(config, port, testHooks, opts.bridge === true, log);
@@ -340,13 +348,26 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       }
       log.info({ host: cc.host, port: consoleServer.port }, 'live console listening');
     }
-    log.info({ host: config.host, port, shards: config.workers }, 'ringcast listening');
+    let redirect: RedirectServer | null = null;
+    if (config.ssl.redirect_http) {
+      try {
+        redirect = await startRedirectServer(config, port);
+      } catch (err) {
+        await metricsServer?.close();
+        await stopShards(started.handles, config.shutdown_grace_period, log);
+        started.bus.stop();
+        await consoleServer?.close();
+        throw new ListenError(`could not listen on ${config.host}:${config.ssl.http_port} for the HTTP→HTTPS redirect: ${(err as Error).message}`);
+      }
+    }
+    log.info(startupSummary(config, { port, metricsPort: metricsServer?.port ?? null, redirectPort: redirect?.port ?? null }), 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
     let stopping: Promise<void> | null = null;
     const server: RunningServer = {
       port,
       metricsPort: metricsServer?.port ?? null,
       consolePort: consoleServer?.port ?? null,
+      redirectPort: redirect?.port ?? null,
       get config() { return reloader.current(); },
       reload: (next) => reloader.reload(next),
       bridge: opts.bridge ? started.endpoint : null,
@@ -383,12 +404,13 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         }))).then((shards) => ({ primary, shards }));
       },
       stop() {
-        stopping ??= Promise.all([metricsServer?.close(), consoleServer?.close()])
+        stopping ??= Promise.all([metricsServer?.close(), consoleServer?.close(), redirect?.close()])
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets
           .then(() => {
           started.bus.stop();
+          if (config.unix_socket.enabled) removeUnixSocket(config.unix_socket);
           log.info('ringcast stopped');
         });
         return stopping;

@@ -2,6 +2,7 @@
 // this build yet. Setting one is refused at startup with the key named, rather than
 // silently running without it (e.g. a redis adapter quietly behaving as a single node).
 
+import { defaultConfig } from './defaults';
 import type { Config } from './types';
 import { ConfigError, type ConfigIssue } from './validate';
 
@@ -12,9 +13,16 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   if (c.adapter.driver !== 'local') no('adapter.driver', `the ${c.adapter.driver} adapter (multi-node)`);
   if (c.cache.driver === 'redis' || c.cache.driver === 'redis-cluster') no('cache.driver', `the ${c.cache.driver} cache driver`);
   if (c.queue.driver !== 'sync') no('queue.driver', `the ${c.queue.driver} queue driver`);
-  if (c.ssl.redirect_http) no('ssl.redirect_http', 'the HTTP→HTTPS redirect listener');
-  if (c.unix_socket.enabled) no('unix_socket.enabled', 'listening on a Unix socket');
   if (c.tag_filtering.enabled) no('tag_filtering.enabled', 'tag filtering');
+  // Every Redis client is one pipelined ioredis connection per thread: there is no pool to size.
+  const pool = defaultConfig().database;
+  if (c.database.pooling.enabled) no('database.pooling.enabled', 'a Redis connection pool (each thread uses one pipelined connection)');
+  for (const [key, v, d] of [
+    ['database.pooling.min', c.database.pooling.min, pool.pooling.min], ['database.pooling.max', c.database.pooling.max, pool.pooling.max],
+    ['database.redis.pool_min', c.database.redis.pool_min, pool.redis.pool_min], ['database.redis.pool_max', c.database.redis.pool_max, pool.redis.pool_max],
+  ] as const) {
+    if (v !== d) no(key, 'sizing a Redis connection pool (each thread uses one pipelined connection)');
+  }
   c.apps.forEach((app, i) => {
     if (app.webhooks.length > 0) no(`apps[${i}].webhooks`, 'webhook delivery');
   });

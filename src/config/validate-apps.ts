@@ -24,7 +24,10 @@ interface Entry { path: string; raw: unknown; keyOf: (field: string) => string }
 export function validateApps(c: Checker, tree: Record<string, unknown>, g: GlobalConfig, envApp: EnvApp | null): AppConfig[] {
   const entries: Entry[] = [];
   const am = tree.app_manager as Record<string, unknown>;
-  c.oneOf('app_manager.driver', am.driver, ['array', 'memory'] as const);
+  // Apps come from the configuration (the array driver); the spec's other app stores are not in this build.
+  if (c.oneOf('app_manager.driver', am.driver, ['array', 'memory'] as const) === 'memory') {
+    c.fail('app_manager.driver', 'must be array: the memory app store is not in this build of ringcast (apps come from the configuration)', 'memory');
+  }
   for (const path of ['app_manager.array.apps', 'apps']) {
     const list = path === 'apps' ? tree.apps : (am.array as Record<string, unknown>).apps;
     if (list === null || list === undefined) continue;

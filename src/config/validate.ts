@@ -293,7 +293,8 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
       max_messages: pos('websocket.max_messages'),
       max_bytes: pos('websocket.max_bytes'),
       auto_ping: bool('websocket.auto_ping'),
-      ping_interval: pos('websocket.ping_interval'),
+      // uWS idle timeouts: ping_interval + a 4–16 s margin, at most 960 s (ws/connection.ts)
+      ping_interval: c.int('websocket.ping_interval', g('websocket.ping_interval'), 4, { max: 900 }),
       activity_timeout: pos('websocket.activity_timeout'),
       pong_timeout: pos('websocket.pong_timeout'),
       on_backpressure: c.oneOf('websocket.on_backpressure', g('websocket.on_backpressure'), ['drop', 'close'] as const),
@@ -354,6 +355,12 @@ function crossChecks(c: Checker, cfg: GlobalConfig): void {
     if (cfg.ssl.redirect_http && cfg.ssl.http_port === cfg.port && cfg.port !== 0) {
       c.fail('ssl.http_port', 'must differ from port when ssl.redirect_http is true', cfg.ssl.http_port);
     }
+  }
+  if (cfg.ssl.redirect_http === true && cfg.ssl.enabled !== true) {
+    c.fail('ssl.redirect_http', 'needs ssl.enabled: true (it redirects plain HTTP to the HTTPS port)', true);
+  }
+  if (cfg.log.colors_enabled === true && cfg.log.output_format !== 'human') {
+    c.fail('log.colors_enabled', 'applies to log.output_format human only (JSON lines carry no colour)', true);
   }
   if (cfg.metrics.enabled === true && cfg.metrics.port === cfg.port && cfg.port !== 0) {
     c.fail('metrics.port', 'must differ from port when metrics.enabled is true', cfg.metrics.port);

@@ -1,3 +1,4 @@
+import type { MessagePort } from 'node:worker_threads';
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 import type { BusTopology } from '../bus/topology';
 import type { AppConfig, Config } from '../config/types';
@@ -39,6 +40,8 @@ export interface ShardInit {
   restoreFrom: number[] | null;
   /** RINGCAST_TEST_HOOKS=1 at start: the `test_crash` command is honoured. */
   testHooks: boolean;
+  /** Where this shard's log lines go (the primary writes them: log.ts); set by spawnShard. */
+  logPort?: MessagePort;
 }
 
 /** Shard → primary lifecycle messages (postMessage; rare, so not on the rings). */

@@ -4,8 +4,9 @@
 
 import net from 'node:net';
 import path from 'node:path';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
+import { relayLogs } from '../log';
 import type { PrimaryCommand, ShardEvent, ShardInit } from './init';
 
 export interface ShardHandle {
@@ -61,10 +62,17 @@ const shardResourceLimits = process.execArgv.some((a) => /semi[-_]space/.test(a)
   ? undefined : { maxYoungGenerationSizeMb: SHARD_YOUNG_GENERATION_MB };
 
 export function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle; ready: Promise<ShardEvent> } {
+  // The shard's log lines come back whole over their own port (log.ts); the port closes with the thread.
+  const logs = new MessageChannel();
+  const drainLogs = relayLogs(init.config.log, logs.port1);
   const worker = new Worker(path.join(__dirname, 'worker.js'), {
-    workerData: init, execArgv: shardExecArgv(), resourceLimits: shardResourceLimits,
+    workerData: { ...init, logPort: logs.port2 }, transferList: [logs.port2],
+    execArgv: shardExecArgv(), resourceLimits: shardResourceLimits,
   });
-  const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+  const exited = new Promise<number>((resolve) => worker.once('exit', (code) => {
+    drainLogs();
+    resolve(code);
+  }));
   const ready = new Promise<ShardEvent>((resolve) => {
     worker.on('message', (e: ShardEvent) => {
       if (e.type === 'ready' || e.type === 'listen_failed') resolve(e);

@@ -18,7 +18,7 @@ import { createUserDirectory } from '../channels/user-directory';
 import { createUserOwner, isUserMsg } from '../channels/users';
 import { registerRoutes } from '../http/router';
 import { deepFreeze } from '../config';
-import { createLogger } from '../log';
+import { createShardLogger, moduleLogger } from '../log';
 import { createRateLimiter, STARTUP_TIMEOUT_MS } from '../ratelimit';
 import { PromMetrics } from '../metrics/registry';
 import { noMetrics, type MetricsSink } from '../metrics/types';
@@ -29,6 +29,7 @@ import { terminateUser } from '../ws/signin';
 import { createWatchlists } from '../ws/watchlist';
 import type { Socket } from '../ws/types';
 import { createTap } from '../console/tap';
+import { listenUnix } from '../listeners/unix';
 import { createFailover } from './failover';
 import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
@@ -39,7 +40,10 @@ const { shardId, shards } = init;
 // Frozen again: structured cloning to this thread drops the primary's freeze, and
 // frozen arrays let protocol/origin.ts cache compiled origin matchers.
 const config = deepFreeze(init.config);
-const log = createLogger(config.log, { shard: shardId });
+const rootLog = createShardLogger(config.log, init.logPort!, shardId);
+/** `module` on each line when log.include_target is on (log.ts). */
+const logOf = (module: string) => moduleLogger(rootLog, config.log, module);
+const log = logOf('shard');
 const apps = new AppRegistry(deepFreeze(init.apps), init.appSlots);
 const prefix = config.protocol.event_prefix;
 const out = (canonical: string) => outName(canonical, prefix);
@@ -61,7 +65,7 @@ const backpressure = new Backpressure({
 });
 const counters = new ConnectionCounters(init.counters);
 /** memory driver: maps the primary's buffer, so its limits are per process (ratelimit/memory.ts). */
-const limiter = createRateLimiter(config, { memory: init.ratelimit, log });
+const limiter = createRateLimiter(config, { memory: init.ratelimit, log: logOf('ratelimit') });
 /** Cache channels (channels/cache.ts): the entries of the channels this shard owns; off with cache.driver `none`. */
 const cacheStore = config.cache.driver === 'memory' ? new CacheStore() : null;
 const cache = cacheStore ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null;
@@ -71,15 +75,15 @@ const interest = new Interest(init.interest, shards, shardId);
 /** The live console's event tap (console/tap.ts): a pipeline stage only when the console is on. */
 const tap = config.console.enabled ? createTap(shardId, post) : null;
 const publisher = createPublisher({
-  bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log, out,
+  bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
   stages: { adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])] },
 });
-const directory = createBusDirectory({ bus, shards, log, metrics });
+const directory = createBusDirectory({ bus, shards, log: logOf('bus'), metrics });
 const owner = createOwnerService({
   shards, apps, cacheStore,
-  publisher: tap ? { publishOne: (m) => publisher.publishOne(m), member: (m) => { tap.member(m); publisher.member(m); } } : publisher, log, metrics, out,
+  publisher: tap ? { publishOne: (m) => publisher.publishOne(m), member: (m) => { tap.member(m); publisher.member(m); } } : publisher, log: logOf('channels'), metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,
   reply: (to, req, body) => bus.reply(to, req, body),
 });
@@ -120,10 +124,7 @@ const failover = createFailover({
   closeEverything: () => {
     stopping = true; // closing sockets send no unsub / presence_leave: the rebuild accounts for them
     clearInterval(sweepTimer);
-    if (listenSocket) {
-      uWS.us_listen_socket_close(listenSocket);
-      listenSocket = null;
-    }
+    closeListeners();
     for (const ws of [...sockets.values()]) ws.close();
     bus.stop();
     void limiter.close();
@@ -133,7 +134,7 @@ const failover = createFailover({
 
 let socketSeq = 0;
 const behavior = createWsBehavior({
-  config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log, metrics, limiter, out, backpressure,
+  config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log: logOf('ws'), metrics, limiter, out, backpressure,
   shadows: failover.shadows,
   watchlists,
   cache,
@@ -160,13 +161,20 @@ bus.start({
 });
 
 registerRoutes(uws, {
-  config, apps, publisher, directory, log, metrics, limiter, cache,
+  config, apps, publisher, directory, log: logOf('http'), metrics, limiter, cache,
   stopping: () => stopping,
 });
 
 const sweepTimer = setInterval(() => behavior.sweep(Date.now()), 1000);
 
 let listenSocket: us_listen_socket | null = null;
+/** Shard 0 also listens on unix_socket.path when enabled (listeners/unix.ts says why only it). */
+let unixSocket: us_listen_socket | null = null;
+function closeListeners(): void {
+  for (const ls of [listenSocket, unixSocket]) if (ls) uWS.us_listen_socket_close(ls);
+  listenSocket = null;
+  unixSocket = null;
+}
 // A Redis rate limiter connects before the shard listens (the primary has checked that it
 // answers). Should it still not be ready in time, listen anyway: limited API requests
 // answer 503 until Redis is reachable (fail closed), the rest works.
@@ -180,6 +188,15 @@ void limiter.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
       return;
     }
     listenSocket = ls;
+    if (config.unix_socket.enabled && shardId === 0) {
+      const unix = listenUnix(uws, config.unix_socket);
+      if (typeof unix === 'string') {
+        log.error({ path: config.unix_socket.path }, unix);
+        shutdownNow({ type: 'listen_failed', port: init.port });
+        return;
+      }
+      unixSocket = unix;
+    }
     post({ type: 'ready', port: uWS.us_socket_local_port(ls) });
   });
 });
@@ -189,10 +206,7 @@ let stopping = false;
 /** The stop, bounded by shutdown_grace_period (shard/shutdown.ts). */
 const shutdown = createShutdown({
   sockets,
-  closeListener: () => {
-    if (listenSocket) uWS.us_listen_socket_close(listenSocket);
-    listenSocket = null;
-  },
+  closeListener: closeListeners,
   // In the native binding, not in uWS's TypeScript types.
   closeAll: () => (uws as TemplatedApp & { close(): void }).close(),
   bus, limiter, post, log,

@@ -26,6 +26,30 @@ function parseData(data: unknown): unknown {
   }
 }
 
+/** uWS's ping margin for an idle timeout (WebSocketContextData::calculateIdleTimeoutCompnents). */
+function pingMargin(idleTimeout: number): number {
+  let m = 4;
+  while (idleTimeout - m * 2 >= m * 2 && m < 16) m <<= 1;
+  return m;
+}
+
+/**
+ * uWS's idleTimeout (seconds). websocket.auto_ping: uWS sends a WebSocket ping frame after
+ * (idleTimeout − margin) s without a frame from the client and closes the connection when
+ * nothing arrives within the margin (4, 8 or 16 s, derived from idleTimeout), so the
+ * timeout is chosen for that first part to be websocket.ping_interval (uWS's timers tick
+ * every 4 s: a ping comes after ping_interval − 4 to ping_interval s of silence). Without auto_ping it is only a backstop behind the
+ * protocol's own ping/pong (activity_timeout + pong_timeout, 4201).
+ */
+export function idleTimeoutFor(ws: { auto_ping: boolean; ping_interval: number }, protocolMs: number): number {
+  if (!ws.auto_ping) return Math.min(960, Math.max(8, Math.ceil(protocolMs / 1000) + 8));
+  for (const margin of [4, 8, 16]) {
+    const t = ws.ping_interval + margin;
+    if (pingMargin(t) === margin) return t;
+  }
+  throw new RangeError(`no uWS idle timeout gives ping_interval ${ws.ping_interval}`);
+}
+
 export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & { sweep(now: number): void } {
   const { config, apps, counters, sockets } = deps;
   const subs = createSubscriptions(deps);
@@ -155,8 +179,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     // in close mode it also shuts a socket whose message it had to skip.
     maxBackpressure: nativeMaxBackpressure(config.websocket.max_bytes),
     closeOnBackpressureLimit: config.websocket.on_backpressure === 'close' ? 1 : 0,
-    // uWS idle timeout is a backstop behind the protocol's own ping/pong (4201).
-    idleTimeout: Math.min(960, Math.max(8, Math.ceil((activityMs + pongMs) / 1000) + 8)),
+    idleTimeout: idleTimeoutFor(config.websocket, activityMs + pongMs),
     sendPingsAutomatically: config.websocket.auto_ping,
     compression: uWS.DISABLED,
 

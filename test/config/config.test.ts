@@ -167,7 +167,7 @@ t.test('precedence: defaults < file < env < overrides', async (t) => {
 
 t.test('env overrides', async (t) => {
   const cfg = load({}, {
-    PORT: ' 7100 ', WORKERS: '3', SHUTDOWN_GRACE_PERIOD: '500', SSL_REDIRECT_HTTP: 'YES', UNIX_SOCKET_ENABLED: '1',
+    PORT: ' 7100 ', WORKERS: '3', SHUTDOWN_GRACE_PERIOD: '500', LOG_INCLUDE_TARGET: 'YES', UNIX_SOCKET_ENABLED: '1',
     UNIX_SOCKET_PERMISSION_MODE: '0o600', TAG_FILTERING_ENABLED: 'True', METRICS_ENABLED: 'no', LOG_COLORS_ENABLED: '0',
     CORS_ORIGINS: 'https://a.com, https://b.com,', CORS_CREDENTIALS: 'true', REDIS_CLUSTER_NODES: 'h1:7000,h2:7001',
     RATE_LIMITER_API_MAX_REQUESTS: '100', RATE_LIMITER_WS_MAX_REQUESTS: 'off', NATS_SERVERS: 'nats://n1:4222,nats://n2:4222',
@@ -176,8 +176,8 @@ t.test('env overrides', async (t) => {
   });
   t.match(cfg, {
     port: 7100, workers: 3, shutdown_grace_period: 500, domain: 'localhost',
-    ssl: { redirect_http: true }, unix_socket: { enabled: true, permission_mode: 0o600 },
-    tag_filtering: { enabled: true }, metrics: { enabled: false }, log: { colors_enabled: false, level: 'debug' },
+    unix_socket: { enabled: true, permission_mode: 0o600 },
+    tag_filtering: { enabled: true }, metrics: { enabled: false }, log: { colors_enabled: false, include_target: true, level: 'debug' },
     cors: { origin: ['https://a.com', 'https://b.com'], credentials: true },
     rate_limiter: { api: { max_requests: 100 }, websocket: { max_requests: null } },
     adapter: { nats: { servers: ['nats://n1:4222', 'nats://n2:4222'] } },

@@ -98,7 +98,9 @@ async function probeUntilReceived(srv: TestServer, c: TcpWs): Promise<number> {
 for (const mode of ['drop', 'close'] as const) {
   t.test(`on_backpressure: ${mode}`, async (t) => {
     const srv = await startServer({
-      websocket: { max_bytes: MAX_BYTES, max_messages: 100_000, on_backpressure: mode },
+      // auto_ping off: the paused client answers no WebSocket ping, and on a loaded machine
+      // the stream can outlast ping_interval + margin (46 s), when uWS would drop it (1006).
+      websocket: { max_bytes: MAX_BYTES, max_messages: 100_000, on_backpressure: mode, auto_ping: false },
       metrics: { enabled: true, port: 0, host: '127.0.0.1' },
       event_limits: { max_payload_in_kb: 100 },
     });

@@ -1,0 +1,197 @@
+// No option of the spec is accepted and silently ignored. This walks every key of the
+// defaults (config/defaults.ts: the list of keys the loader accepts) and every per-app key,
+// and each must be claimed below as one of:
+//  - effect: the file that reads it and the expression it reads it by (checked in src/);
+//  - refused: a value that the loader or config/support.ts refuses, naming the key
+//    (checked by loading it); for a switch, `true` / another driver;
+//  - inert: only read once another option is on, and that option is refused here (checked);
+//  - pending: work under way in another branch at the time of writing; its current state.
+// A key added to the defaults without a claim fails this test; so does a claim for a key
+// that no longer exists.
+
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { loadConfig, type ConfigInput } from '../../src/config';
+import { appDefaults, defaultConfig, defaultRawTree } from '../../src/config/defaults';
+import { assertSupported } from '../../src/config/support';
+
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+const APP = { id: 'a', key: 'k', secret: 's' };
+
+type Claim =
+  | { effect: [file: string, needle: string] }
+  | { refused: ConfigInput; why: RegExp }
+  | { inert: string; enabler: ConfigInput }
+  | { pending: string };
+
+const WEBHOOK = { url: 'https://example.test/hook', event_types: ['channel_occupied'] };
+const DELTA = 'pending (delta-compression branch): accepted; until it lands no client is sent deltas, so no option of it changes what is sent';
+const ADAPTER = { adapter: { driver: 'nats' } } as ConfigInput;
+
+const CLAIMS: Record<string, Claim> = {
+  host: { effect: ['src/shard/worker.ts', 'uws.listen(config.host, init.port'] },
+  port: { effect: ['src/main.ts', 'config.port === 0 ? await freePort(config.host) : config.port'] },
+  domain: { effect: ['src/listeners/redirect.ts', 'config.domain'] },
+  workers: { effect: ['src/main.ts', 'const shards = config.workers'] },
+  shutdown_grace_period: { effect: ['src/shard/worker.ts', 'graceMs: config.shutdown_grace_period'] },
+  'unix_socket.enabled': { effect: ['src/shard/worker.ts', 'config.unix_socket.enabled && shardId === 0'] },
+  'unix_socket.path': { effect: ['src/listeners/unix.ts', 'app.listen_unix((ls) => { listen = ls; }, cfg.path)'] },
+  'unix_socket.permission_mode': { effect: ['src/listeners/unix.ts', 'chmodSync(cfg.path, cfg.permission_mode)'] },
+  'ssl.enabled': { effect: ['src/shard/worker.ts', 'config.ssl.enabled'] },
+  'ssl.cert_path': { effect: ['src/shard/worker.ts', 'cert_file_name: config.ssl.cert_path'] },
+  'ssl.key_path': { effect: ['src/shard/worker.ts', 'key_file_name: config.ssl.key_path'] },
+  'ssl.redirect_http': { effect: ['src/main.ts', 'if (config.ssl.redirect_http)'] },
+  'ssl.http_port': { effect: ['src/listeners/redirect.ts', 'server.listen(config.ssl.http_port'] },
+  'adapter.driver': { refused: ADAPTER, why: /adapter\.driver: the nats adapter/ },
+  'adapter.cluster_health.enabled': { inert: 'multi-node adapters only', enabler: ADAPTER },
+  'adapter.cluster_health.heartbeat_interval_ms': { inert: 'multi-node adapters only', enabler: ADAPTER },
+  'adapter.cluster_health.node_timeout_ms': { inert: 'multi-node adapters only', enabler: ADAPTER },
+  'adapter.cluster_health.cleanup_interval_ms': { inert: 'multi-node adapters only', enabler: ADAPTER },
+  'adapter.nats.servers': { inert: 'the nats adapter', enabler: ADAPTER },
+  'adapter.nats.user': { inert: 'the nats adapter', enabler: ADAPTER },
+  'adapter.nats.password': { inert: 'the nats adapter', enabler: ADAPTER },
+  'adapter.nats.token': { inert: 'the nats adapter', enabler: ADAPTER },
+  'adapter.nats.prefix': { inert: 'the nats adapter', enabler: ADAPTER },
+  'adapter.buffer_multiplier_per_cpu': { inert: 'multi-node adapters only', enabler: ADAPTER },
+  'cache.driver': { effect: ['src/shard/worker.ts', "config.cache.driver === 'memory'"] },
+  'queue.driver': { refused: { queue: { driver: 'redis' } }, why: /queue\.driver: the redis queue driver/ },
+  'rate_limiter.enabled': { effect: ['src/ratelimit/index.ts', 'rate_limiter.enabled'] },
+  'rate_limiter.driver': { effect: ['src/ratelimit/index.ts', 'rate_limiter.driver'] },
+  'rate_limiter.api.max_requests': { effect: ['src/http/ratelimit.ts', 'config.rate_limiter.api.max_requests'] },
+  'rate_limiter.api.window_seconds': { effect: ['src/http/ratelimit.ts', 'window_seconds'] },
+  'rate_limiter.api.trust_hops': { effect: ['src/http/ratelimit.ts', 'trust_hops'] },
+  'rate_limiter.websocket.max_requests': { effect: ['src/ws/connection.ts', 'config.rate_limiter.websocket.max_requests'] },
+  'rate_limiter.websocket.window_seconds': { effect: ['src/ws/connection.ts', 'config.rate_limiter.websocket.window_seconds'] },
+  'database.redis.host': { effect: ['src/ratelimit/redis.ts', 'cfg.host'] },
+  'database.redis.port': { effect: ['src/ratelimit/redis.ts', 'cfg.port'] },
+  'database.redis.username': { effect: ['src/ratelimit/redis.ts', 'cfg.username'] },
+  'database.redis.password': { effect: ['src/ratelimit/redis.ts', 'cfg.password'] },
+  'database.redis.db': { effect: ['src/ratelimit/redis.ts', 'cfg.db'] },
+  'database.redis.key_prefix': { effect: ['src/ratelimit/redis.ts', 'key_prefix'] },
+  'database.redis.pool_min': { refused: { database: { redis: { pool_min: 1 } } }, why: /database\.redis\.pool_min: sizing a Redis connection pool/ },
+  'database.redis.pool_max': { refused: { database: { redis: { pool_max: 20 } } }, why: /database\.redis\.pool_max: sizing a Redis connection pool/ },
+  'database.redis.sentinels': { effect: ['src/ratelimit/redis.ts', 'sentinels: cfg.sentinels'] },
+  'database.redis.sentinel_password': { effect: ['src/ratelimit/redis.ts', 'cfg.sentinel_password'] },
+  'database.redis.name': { effect: ['src/ratelimit/redis.ts', 'name: cfg.name'] },
+  'database.redis_cluster.nodes': { effect: ['src/ratelimit/redis-cluster.ts', 'nodes'] },
+  'database.redis_cluster.username': { effect: ['src/ratelimit/redis-cluster.ts', 'username'] },
+  'database.redis_cluster.password': { effect: ['src/ratelimit/redis-cluster.ts', 'password'] },
+  'database.redis_cluster.key_prefix': { effect: ['src/ratelimit/redis-cluster.ts', 'key_prefix'] },
+  'database.pooling.enabled': { refused: { database: { pooling: { enabled: true } } }, why: /database\.pooling\.enabled: a Redis connection pool/ },
+  'database.pooling.min': { refused: { database: { pooling: { min: 1 } } }, why: /database\.pooling\.min: sizing/ },
+  'database.pooling.max': { refused: { database: { pooling: { max: 20 } } }, why: /database\.pooling\.max: sizing/ },
+  'tag_filtering.enabled': { refused: { tag_filtering: { enabled: true } }, why: /tag_filtering\.enabled: tag filtering/ },
+  'tag_filtering.max_nodes': { inert: 'tag filtering only', enabler: { tag_filtering: { enabled: true } } },
+  'cors.origin': { effect: ['src/http/router.ts', 'config.cors.origin'] },
+  'cors.methods': { effect: ['src/http/router.ts', 'config.cors.methods'] },
+  'cors.allowed_headers': { effect: ['src/http/router.ts', 'config.cors.allowed_headers'] },
+  'cors.credentials': { effect: ['src/http/router.ts', 'cors.credentials'] },
+  'metrics.enabled': { effect: ['src/main.ts', 'config.metrics.enabled'] },
+  'metrics.driver': { refused: { metrics: { driver: 'statsd' as 'prometheus' } }, why: /metrics\.driver must be one of prometheus/ },
+  'metrics.host': { effect: ['src/main.ts', 'host: m.host'] },
+  'metrics.port': { effect: ['src/main.ts', 'port: m.port'] },
+  'metrics.prefix': { effect: ['src/main.ts', 'new PromMetrics(config.metrics.prefix)'] },
+  'websocket.max_payload_kb': { effect: ['src/ws/connection.ts', 'config.websocket.max_payload_kb'] },
+  'websocket.max_messages': { effect: ['src/shard/worker.ts', 'maxMessages: config.websocket.max_messages'] },
+  'websocket.max_bytes': { effect: ['src/shard/worker.ts', 'maxBytes: config.websocket.max_bytes'] },
+  'websocket.auto_ping': { effect: ['src/ws/connection.ts', 'sendPingsAutomatically: config.websocket.auto_ping'] },
+  'websocket.ping_interval': { effect: ['src/ws/connection.ts', 'ws.ping_interval + margin'] },
+  'websocket.activity_timeout': { effect: ['src/ws/connection.ts', 'config.websocket.activity_timeout * 1000'] },
+  'websocket.pong_timeout': { effect: ['src/ws/connection.ts', 'config.websocket.pong_timeout * 1000'] },
+  'websocket.on_backpressure': { effect: ['src/shard/worker.ts', 'action: config.websocket.on_backpressure'] },
+  'bus.ring_bytes': { effect: ['src/main.ts', 'config.bus.ring_bytes'] },
+  'bus.max_spill_bytes': { effect: ['src/main.ts', 'config.bus.max_spill_bytes'] },
+  'http.request_limit_in_mb': { effect: ['src/http/router.ts', 'config.http.request_limit_in_mb'] },
+  'log.level': { effect: ['src/log.ts', 'level: cfg.level'] },
+  'log.output_format': { effect: ['src/log.ts', "cfg.output_format === 'human'"] },
+  'log.colors_enabled': { effect: ['src/log.ts', 'colorize: cfg.colors_enabled'] },
+  'log.include_target': { effect: ['src/log.ts', 'cfg.include_target ? { thread } : {}'] },
+  // Global limits are the defaults of each app's own limits (config/defaults.ts appDefaults).
+  'event_limits.max_channels_at_once': { effect: ['src/config/defaults.ts', 'g.event_limits.max_channels_at_once'] },
+  'event_limits.max_name_length': { effect: ['src/config/defaults.ts', 'g.event_limits.max_name_length'] },
+  'event_limits.max_payload_in_kb': { effect: ['src/config/defaults.ts', 'g.event_limits.max_payload_in_kb'] },
+  'event_limits.max_batch_size': { effect: ['src/config/defaults.ts', 'g.event_limits.max_batch_size'] },
+  'channel_limits.max_name_length': { effect: ['src/config/defaults.ts', 'g.channel_limits.max_name_length'] },
+  'channel_limits.cache_ttl': { effect: ['src/shard/worker.ts', 'config.channel_limits.cache_ttl'] },
+  'presence.max_members_per_channel': { effect: ['src/config/defaults.ts', 'g.presence.max_members_per_channel'] },
+  'presence.max_member_size_in_kb': { effect: ['src/config/defaults.ts', 'g.presence.max_member_size_in_kb'] },
+  'delta_compression.enabled': { pending: DELTA },
+  'delta_compression.algorithm': { pending: DELTA },
+  'delta_compression.full_message_interval': { pending: DELTA },
+  'delta_compression.min_message_size': { pending: DELTA },
+  'delta_compression.max_state_age_secs': { pending: DELTA },
+  'delta_compression.max_channel_states_per_socket': { pending: DELTA },
+  'delta_compression.cluster_coordination': { refused: { delta_compression: { cluster_coordination: true } }, why: /delta_compression\.cluster_coordination needs adapter\.driver/ },
+  'delta_compression.omit_delta_algorithm': { pending: DELTA },
+  'webhooks.batching.enabled': { inert: 'webhook delivery only', enabler: { apps: [{ ...APP, webhooks: [WEBHOOK] }] } },
+  'webhooks.batching.duration': { inert: 'webhook delivery only', enabler: { apps: [{ ...APP, webhooks: [WEBHOOK] }] } },
+  'webhooks.batching.size': { inert: 'webhook delivery only', enabler: { apps: [{ ...APP, webhooks: [WEBHOOK] }] } },
+  'protocol.event_prefix': { effect: ['src/shard/worker.ts', 'config.protocol.event_prefix'] },
+  apps: { effect: ['src/shard/worker.ts', 'new AppRegistry(config.apps)'] },
+  'app_manager.driver': { refused: { app_manager: { driver: 'memory', array: { apps: [APP] } } }, why: /app_manager\.driver must be array: the memory app store/ },
+  'app_manager.array.apps': { effect: ['src/config/validate-apps.ts', "'app_manager.array.apps'"] },
+  'apps[].enabled': { effect: ['src/http/router.ts', 'app.enabled'] },
+  'apps[].allowed_origins': { effect: ['src/ws/connection.ts', 'originAllowed'] },
+  'apps[].max_connections': { effect: ['src/ws/connection.ts', 'd.app!.max_connections'] },
+  'apps[].max_client_events_per_second': { effect: ['src/http/ratelimit.ts', 'app.max_client_events_per_second'] },
+  'apps[].max_backend_events_per_second': { effect: ['src/http/ratelimit.ts', 'max_backend_events_per_second'] },
+  'apps[].max_event_payload_in_kb': { effect: ['src/http/events.ts', 'app.max_event_payload_in_kb'] },
+  'apps[].max_event_channels_at_once': { effect: ['src/http/events.ts', 'app.max_event_channels_at_once'] },
+  'apps[].max_event_batch_size': { effect: ['src/http/events.ts', 'app.max_event_batch_size'] },
+  'apps[].max_event_name_length': { effect: ['src/http/events.ts', 'max_event_name_length'] },
+  'apps[].max_channel_name_length': { effect: ['src/http/events.ts', 'app.max_channel_name_length'] },
+  'apps[].max_message_size_kb': { effect: ['src/ws/connection.ts', 'd.app!.max_message_size_kb'] },
+  'apps[].max_presence_members_per_channel': { effect: ['src/channels/owner-service.ts', 'max_presence_members_per_channel'] },
+  'apps[].max_presence_member_size_in_kb': { effect: ['src/ws/subscribe.ts', 'max_presence_member_size_in_kb'] },
+  'apps[].enable_client_messages': { effect: ['src/ws/client-events.ts', 'enable_client_messages'] },
+  'apps[].subscription_count_events': { effect: ['src/channels/owner-service.ts', 'subscription_count_events'] },
+  'apps[].webhooks': { refused: { apps: [{ ...APP, webhooks: [WEBHOOK] }] }, why: /apps\[0\]\.webhooks: webhook delivery/ },
+  'apps[].channel_delta_compression': { pending: DELTA },
+};
+
+function leaves(o: unknown, prefix: string, out: string[]): string[] {
+  if (o !== null && typeof o === 'object' && !Array.isArray(o) && Object.keys(o).length > 0) {
+    for (const [k, v] of Object.entries(o)) leaves(v, prefix ? `${prefix}.${k}` : k, out);
+  } else {
+    out.push(prefix);
+  }
+  return out;
+}
+
+const KEYS = [...leaves(defaultRawTree(), '', []), ...leaves(appDefaults(defaultConfig()), 'apps[]', [])];
+
+/** The loader and config/support.ts together, as `ringcast start` runs them: the error message, or null. */
+function refusal(input: ConfigInput): string | null {
+  try {
+    assertSupported(loadConfig({ env: {}, overrides: { apps: [APP], ...input } }));
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+t.test('every option of the defaults is claimed, and every claim names an option', async (t) => {
+  t.same(KEYS.filter((k) => !(k in CLAIMS)), [], 'no option without a claim');
+  t.same(Object.keys(CLAIMS).filter((k) => !KEYS.includes(k)), [], 'no claim for an option that does not exist');
+  t.equal(refusal({}), null, 'the defaults themselves start');
+});
+
+for (const key of KEYS) {
+  const claim = CLAIMS[key];
+  if (!claim) continue;
+  t.test(key, async (t) => {
+    if ('effect' in claim) {
+      const [file, needle] = claim.effect;
+      const src = readFileSync(path.join(ROOT, file), 'utf8');
+      t.ok(src.includes(needle), `${file} reads it: ${needle}`);
+    } else if ('refused' in claim) {
+      t.match(refusal(claim.refused), claim.why, 'refused, with the key and the reason');
+    } else if ('inert' in claim) {
+      t.not(refusal(claim.enabler), null, `inert: read by ${claim.inert}, whose switch is refused`);
+    } else {
+      t.comment(`${key}: ${claim.pending}`);
+      t.pass('listed with its current state');
+    }
+  });
+}
