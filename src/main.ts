@@ -6,6 +6,7 @@ import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
+import { ADAPTER_CONNECT_TIMEOUT_MS, createTransport, startClusterNode, subjectPrefix, type ClusterNode } from './adapter';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
@@ -57,6 +58,8 @@ export interface RunningServer {
    * local API and client events. null when not asked for.
    */
   readonly bridge: Bridge | null;
+  /** This process as a node of a cluster (adapter.driver redis, redis-cluster, nats); null with `local`. */
+  readonly cluster: Pick<ClusterNode, 'id' | 'nodes' | 'isUp'> | null;
 }
 
 export interface StartOptions {
@@ -294,8 +297,24 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   const testHooks = process.env.RINGCAST_TEST_HOOKS === '1';
   for (let i = 0; i < attempts; i++) {
     const port = config.port === 0 ? await freePort(config.host) : config.port;
-    const started = await startOnce(config, port, testHooks, opts.bridge === true, log);
+    // A cluster adapter needs every local publish on the primary (channels/bridge.ts).
+    const transport = createTransport(config);
+    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log);
     if (!started) continue;
+    let cluster: ClusterNode | null = null;
+    if (transport) {
+      try {
+        cluster = await startClusterNode({
+          transport, prefix: subjectPrefix(config), bridge: started.endpoint, health: config.adapter.cluster_health,
+          log, metrics: primaryMetrics ?? noMetrics,
+        }, ADAPTER_CONNECT_TIMEOUT_MS);
+      } catch (err) {
+        await transport.close().catch(() => undefined);
+        await stopShards(started.handles, config.shutdown_grace_period, log);
+        started.bus.stop();
+        throw err;
+      }
+    }
     let metricsServer: MetricsServer | null = null;
     if (primaryMetrics) {
       const m = config.metrics;
@@ -306,13 +325,14 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
           shards: () => started.handles.map((h) => h.worker),
         });
       } catch (err) {
+        await cluster?.stop();
         await stopShards(started.handles, config.shutdown_grace_period, log);
         started.bus.stop();
         throw new ListenError(`could not listen on ${m.host}:${m.port} for metrics: ${(err as Error).message}`);
       }
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
     }
-    log.info({ host: config.host, port, shards: config.workers }, 'ringcast listening');
+    log.info({ host: config.host, port, shards: config.workers, adapter: config.adapter.driver, node: cluster?.id }, 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
     let stopping: Promise<void> | null = null;
     const server: RunningServer = {
@@ -320,6 +340,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       metricsPort: metricsServer?.port ?? null,
       config,
       bridge: opts.bridge ? started.endpoint : null,
+      cluster,
       testPauseBus(shard: number, ms: number) {
         const h = started.handles[shard];
         if (!testHooks || !h) {
@@ -354,6 +375,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       },
       stop() {
         stopping ??= Promise.resolve(metricsServer?.close())
+          .then(() => cluster?.stop()) // other nodes forget this one now (`bye`)
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets

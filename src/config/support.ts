@@ -9,7 +9,6 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   const no = (key: string, what: string) =>
     issues.push({ key, message: `${key}: ${what} is not available in this build of ringcast yet` });
-  if (c.adapter.driver !== 'local') no('adapter.driver', `the ${c.adapter.driver} adapter (multi-node)`);
   if (c.cache.driver === 'redis' || c.cache.driver === 'redis-cluster') no('cache.driver', `the ${c.cache.driver} cache driver`);
   if (c.queue.driver !== 'sync') no('queue.driver', `the ${c.queue.driver} queue driver`);
   if (c.ssl.redirect_http) no('ssl.redirect_http', 'the HTTP→HTTPS redirect listener');

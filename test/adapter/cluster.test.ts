@@ -1,0 +1,107 @@
+// Two ringcast nodes (each with 2 shards) behind one backend, for every backend: a
+// publish on either node reaches both nodes' subscribers once and in order, socket_id
+// exclusion crosses nodes, client events cross nodes, nodes see each other and forget a
+// stopped one, and a backend outage never stops local delivery (cross-node delivery comes
+// back by itself once the backend does).
+
+import t, { type Test } from 'tap';
+import { startServer, eventually, RawClient, type Frame, type TestServer } from '../helpers/server';
+import { settle } from '../helpers/settle';
+import { BACKENDS, startBackend, type Backend } from './backends';
+
+const NODE_WORKERS = 2;
+
+async function twoNodes(t: Test, backend: Backend): Promise<[TestServer, TestServer]> {
+  const cfg = { ...backend.config(), workers: NODE_WORKERS };
+  const a = await startServer(cfg);
+  t.teardown(() => a.stop());
+  const b = await startServer(cfg);
+  t.teardown(() => b.stop());
+  await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+  return [a, b];
+}
+
+const named = (c: RawClient, event: string) => c.frames.filter((f: Frame) => f.event === event);
+
+for (const name of BACKENDS) {
+  t.test(`${name}`, async (t) => {
+    const backend = await startBackend(name);
+    t.teardown(() => backend.stop());
+    const [a, b] = await twoNodes(t, backend);
+
+    t.test('a publish on either node reaches every node once, in publish order', async (t) => {
+      const ca = a.track(await RawClient.connect(a.wsUrl()));
+      const cb = b.track(await RawClient.connect(b.wsUrl()));
+      const channel = `order-${name}`;
+      await ca.subscribe(channel);
+      await cb.subscribe(channel);
+      const COUNT = 50;
+      const sdkA = a.sdk();
+      for (let i = 0; i < COUNT; i++) await sdkA.trigger(channel, 'n', { i });
+      const sdkB = b.sdk();
+      for (let i = COUNT; i < 2 * COUNT; i++) await sdkB.trigger(channel, 'n', { i });
+      // markers from both nodes: whatever either publish made arrive is there by then
+      await settle(a, [ca, cb], channel);
+      await settle(b, [ca, cb], channel);
+      for (const [who, c] of [['node A', ca], ['node B', cb]] as const) {
+        const got = named(c, 'n').map((f) => JSON.parse(f.data as string).i as number);
+        t.same(got, Array.from({ length: 2 * COUNT }, (_, i) => i), `${who}'s client got every publish once, in order`);
+      }
+    });
+
+    t.test('socket_id exclusion works across nodes', async (t) => {
+      const ca = a.track(await RawClient.connect(a.wsUrl()));
+      const cb = b.track(await RawClient.connect(b.wsUrl()));
+      const channel = `except-${name}`;
+      await ca.subscribe(channel);
+      await cb.subscribe(channel);
+      t.not(ca.socketId.split('.')[0], cb.socketId.split('.')[0], 'socket ids of the two nodes differ');
+      await a.sdk().trigger(channel, 'x', { n: 1 }, { socket_id: cb.socketId });
+      await settle(a, [ca, cb], channel);
+      t.equal(named(ca, 'x').length, 1, 'the other client got it');
+      t.equal(named(cb, 'x').length, 0, 'the excluded client on the other node did not');
+    });
+
+    t.test('client events cross nodes', async (t) => {
+      const ca = a.track(await RawClient.connect(a.wsUrl()));
+      const cb = b.track(await RawClient.connect(b.wsUrl()));
+      const channel = `private-client-${name}`;
+      t.equal((await ca.subscribeAuthed(channel)).event, 'pusher_internal:subscription_succeeded');
+      t.equal((await cb.subscribeAuthed(channel)).event, 'pusher_internal:subscription_succeeded');
+      ca.send({ event: 'client-hello', channel, data: { from: 'a' } });
+      const got = await cb.event('client-hello', channel, 5000);
+      t.same(got.data, { from: 'a' }, 'the client on node B got it');
+      await settle(b, [ca, cb], channel);
+      t.equal(named(ca, 'client-hello').length, 0, 'not echoed to the sender');
+    });
+
+    t.test('backend outage: local delivery goes on, cross-node delivery comes back', async (t) => {
+      const ca = a.track(await RawClient.connect(a.wsUrl()));
+      const cb = b.track(await RawClient.connect(b.wsUrl()));
+      const channel = `outage-${name}`;
+      await ca.subscribe(channel);
+      await cb.subscribe(channel);
+      await backend.kill();
+      await eventually(() => !a.server.cluster!.isUp() && !b.server.cluster!.isUp(), 10_000, 'both nodes to see the backend down');
+      await a.sdk().trigger(channel, 'local', { n: 1 });
+      t.same(JSON.parse((await ca.event('local', channel, 5000)).data as string), { n: 1 }, 'local delivery did not stop');
+      await backend.resume();
+      await eventually(() => a.server.cluster!.isUp() && b.server.cluster!.isUp(), 20_000, 'both nodes to reconnect');
+      // cross-node delivery is back: publish until node B's client gets one
+      let n = 0;
+      await eventually(async () => {
+        await a.sdk().trigger(channel, 'again', { n: ++n });
+        return named(cb, 'again').length > 0;
+      }, 20_000, 'a cross-node publish after the backend came back');
+      t.pass('cross-node delivery resumed');
+    });
+
+    t.test('a stopped node is forgotten at once', async (t) => {
+      const c = await startServer({ ...backend.config(), workers: NODE_WORKERS });
+      await eventually(() => a.server.cluster!.nodes().length === 3, 10_000, 'node A to see the third node');
+      await c.stop();
+      await eventually(() => a.server.cluster!.nodes().length === 2, 5000, 'node A to forget the stopped node');
+      t.pass('forgotten');
+    });
+  });
+}
