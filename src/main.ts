@@ -8,6 +8,9 @@ import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
 import { ADAPTER_CONNECT_TIMEOUT_MS, createTransport, startClusterNode, subjectPrefix, type ClusterNode } from './adapter';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
+import type { ControlMsg } from './bus/messages';
+import { nodeAnswer, type ClusterQuestion } from './channels/cluster-directory';
+import { createBusDirectory } from './channels/directory';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
@@ -85,6 +88,8 @@ interface Started {
   /** Current socket_id prefix per index; `usedPrefixes` holds every one ever handed out. */
   prefixes: string[];
   usedPrefixes: Set<string>;
+  /** Control messages a shard sends the primary (the cluster's questions); set once the cluster is up. */
+  control: { handler: ((msg: ControlMsg, from: number) => void) | null };
 }
 
 async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger): Promise<Started | null> {
@@ -97,9 +102,13 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   // interest) and receives what they hand it (channels/bridge.ts).
   const bus = new Bus(shards, topology);
   const endpoint = createPrimaryEndpoint({ bus, interest, shards, log });
+  const control: Started['control'] = { handler: null };
   bus.start({
     onPublish: (f) => endpoint.received(f),
-    onControl: (msg) => log.warn({ type: msg.type }, 'primary: unexpected control message from a shard'),
+    onControl: (msg, from) => {
+      if (control.handler) control.handler(msg, from);
+      else log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
+    },
     onError: (err, type) => log.error({ err, frameType: type }, 'primary: bus frame handler failed'),
   });
   const usedPrefixes = new Set<string>();
@@ -114,7 +123,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
     readies.push(ready);
   }
   const results = await Promise.all(readies);
-  if (results.every((r) => r.type === 'ready')) return { bus, endpoint, handles, port, base, prefixes: ids, usedPrefixes };
+  if (results.every((r) => r.type === 'ready')) return { bus, endpoint, handles, port, base, prefixes: ids, usedPrefixes, control };
   await stopShards(handles, 2000, log);
   bus.stop();
   return null;
@@ -285,6 +294,35 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
   };
 }
 
+/** How long a node waits for the other nodes' answers to a channel question (then answers with what came). */
+const CLUSTER_QUESTION_TIMEOUT_MS = 2000;
+
+/**
+ * The primary's part in cluster-wide channel questions: a shard's question goes to every
+ * other node; another node's question is answered from this node's owner shards.
+ */
+function answerClusterQuestions(started: Started, cluster: ClusterNode, log: Logger, metrics: MetricsSink): (msg: ControlMsg, from: number) => void {
+  const { bus } = started;
+  const local = createBusDirectory({ bus, shards: started.base.shards, log, metrics });
+  for (const kind of ['info', 'list', 'members', 'terminate_user'] as const) {
+    // the body is the asking node's ClusterQuestion (kind included)
+    cluster.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
+  }
+  return (msg, from) => {
+    if (msg.type !== 'cluster_ask') {
+      log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
+      return;
+    }
+    void cluster.ask(msg.question.kind, msg.question, CLUSTER_QUESTION_TIMEOUT_MS).then(({ answers, complete }) => {
+      if (!complete) {
+        metrics.inc('adapter_errors_total');
+        log.warn({ question: msg.question.kind, nodes: cluster.nodes().length, answers: answers.length }, 'cluster: not every node answered; answering with what came');
+      }
+      bus.reply(from, msg.req, answers);
+    });
+  };
+}
+
 /** Starts every shard on the configured port (0: a free one is picked) and resolves when all listen. */
 export async function start(config: Config, log: Logger = createLogger(config.log, { thread: 'primary' }), opts: StartOptions = {}): Promise<RunningServer> {
   assertSupported(config);
@@ -308,6 +346,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
           transport, prefix: subjectPrefix(config), bridge: started.endpoint, health: config.adapter.cluster_health,
           log, metrics: primaryMetrics ?? noMetrics,
         }, ADAPTER_CONNECT_TIMEOUT_MS);
+        started.control.handler = answerClusterQuestions(started, cluster, log, primaryMetrics ?? noMetrics);
       } catch (err) {
         await transport.close().catch(() => undefined);
         await stopShards(started.handles, config.shutdown_grace_period, log);

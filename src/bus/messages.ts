@@ -49,6 +49,11 @@ export type ControlMsg =
    * channels the new shard owns, in batches; `last` on the final one (see channels/rebuild.ts).
    */
   | { type: 'restore'; channels: RestoreChannel[]; last: boolean }
+  /**
+   * Shard → primary: a question for every other node of the cluster (channels/
+   * cluster-directory.ts); answered with { answers, complete }.
+   */
+  | { type: 'cluster_ask'; req: number; from: number; question: { kind: string } & Record<string, unknown> }
   | { type: 'reply'; req: number; body: unknown };
 
 /** One channel in a `restore` message: what the sending shard holds of it. */

@@ -10,6 +10,7 @@ import type { ControlMsg } from '../bus/messages';
 import { CacheChannels, CacheStore } from '../channels/cache';
 import { ConnectionCounters } from '../channels/counters';
 import { bridgeOut } from '../channels/bridge';
+import { createClusterDirectory } from '../channels/cluster-directory';
 import { createBusDirectory } from '../channels/directory';
 import { Interest } from '../channels/interest';
 import { createOwnerService, isOwnerMsg } from '../channels/owner-service';
@@ -69,7 +70,12 @@ const publisher = createPublisher({
   // the primary is thread `shards` of the mesh (bus/topology.ts)
   stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [] },
 });
-const directory = createBusDirectory({ bus, shards, log, metrics });
+const localDirectory = createBusDirectory({ bus, shards, log, metrics });
+// In a cluster the channel questions also go to every other node, through the primary
+// (thread `shards`; adapter/, channels/cluster-directory.ts).
+const directory = config.adapter.driver === 'local'
+  ? localDirectory
+  : createClusterDirectory(localDirectory, (question) => bus.request<unknown[]>(shards, { type: 'cluster_ask', question }));
 const owner = createOwnerService({
   shards, apps, publisher, cacheStore, log, metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,

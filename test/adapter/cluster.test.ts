@@ -5,7 +5,8 @@
 // back by itself once the backend does).
 
 import t, { type Test } from 'tap';
-import { startServer, eventually, RawClient, type Frame, type TestServer } from '../helpers/server';
+import { APP, startServer, eventually, RawClient, type Frame, type TestServer } from '../helpers/server';
+import { signedGet, signedPost } from '../helpers/http';
 import { settle } from '../helpers/settle';
 import { BACKENDS, startBackend, type Backend } from './backends';
 
@@ -73,6 +74,49 @@ for (const name of BACKENDS) {
       t.same(got.data, { from: 'a' }, 'the client on node B got it');
       await settle(b, [ca, cb], channel);
       t.equal(named(ca, 'client-hello').length, 0, 'not echoed to the sender');
+    });
+
+    t.test('channel questions are answered for the whole cluster', async (t) => {
+      const channel = `presence-cw-${name}`;
+      const a1 = a.track(await RawClient.connect(a.wsUrl()));
+      const b1 = b.track(await RawClient.connect(b.wsUrl()));
+      const b2 = b.track(await RawClient.connect(b.wsUrl()));
+      // user 1 has a tab on each node; user 2 is on node B only
+      for (const [c, id] of [[a1, 'u1'], [b1, 'u1'], [b2, 'u2']] as const) {
+        t.equal((await c.subscribeAuthed(channel, { user_id: id, user_info: { n: id } })).event, 'pusher_internal:subscription_succeeded');
+      }
+      const pub = `public-cw-${name}`;
+      await b1.subscribe(pub);
+      await eventually(async () => {
+        const r = await signedGet(a.port, APP, `channels/${channel}`, { info: 'user_count,subscription_count' });
+        return r.status === 200 && r.json.user_count === 2 && r.json.subscription_count === 3;
+      }, 5000, 'node A to count 2 users and 3 subscriptions over both nodes');
+      const one = await signedGet(a.port, APP, `channels/${pub}`, { info: 'subscription_count' });
+      t.same(one.json, { occupied: true, subscription_count: 1 }, 'a channel with subscribers on node B only is occupied on node A');
+      const list = await signedGet(a.port, APP, 'channels', { filter_by_prefix: 'presence-', info: 'user_count' });
+      t.same(list.json.channels[channel], { user_count: 2 }, 'the channel list counts distinct users over the cluster');
+      const all = await signedGet(a.port, APP, 'channels', {});
+      t.ok(pub in all.json.channels, 'the channel list has node B\'s channels');
+      const users = await signedGet(a.port, APP, `channels/${channel}/users`, {});
+      t.same(users.json.users.map((u: { id: string }) => u.id).sort(), ['u1', 'u2'], 'users: one entry per user over the cluster');
+      // terminate_connections on node A closes the user's socket on node B
+      b2.send({ event: 'pusher:signin', data: b.sdk().authenticateUser(b2.socketId, { id: 'u2' }) });
+      await b2.event('pusher:signin_success');
+      const r = await signedPost(a.port, APP, 'users/u2/terminate_connections', {});
+      t.equal(r.status, 200);
+      t.equal(await b2.closed(5000), 4009, 'the user\'s socket on node B is closed with 4009');
+    });
+
+    t.test('server-to-user events reach the user on every node', async (t) => {
+      const ua = a.track(await RawClient.connect(a.wsUrl()));
+      const ub = b.track(await RawClient.connect(b.wsUrl()));
+      for (const [c, srv] of [[ua, a], [ub, b]] as const) {
+        c.send({ event: 'pusher:signin', data: srv.sdk().authenticateUser(c.socketId, { id: 'carol' }) });
+        await c.event('pusher:signin_success');
+        t.equal((await c.subscribe('#server-to-user-carol')).event, 'pusher_internal:subscription_succeeded');
+      }
+      await a.sdk().sendToUser('carol', 'note', { hi: 1 });
+      for (const c of [ua, ub]) t.same((await c.event('note', '#server-to-user-carol', 5000)).data, JSON.stringify({ hi: 1 }), 'both tabs got it');
     });
 
     t.test('backend outage: local delivery goes on, cross-node delivery comes back', async (t) => {
