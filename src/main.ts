@@ -6,6 +6,7 @@ import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
+import { startClusterPresence } from './adapter/presence';
 import { ADAPTER_CONNECT_TIMEOUT_MS, createTransport, startClusterNode, subjectPrefix, type ClusterNode } from './adapter';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
 import type { ControlMsg } from './bus/messages';
@@ -308,7 +309,9 @@ function answerClusterQuestions(started: Started, cluster: ClusterNode, log: Log
     // the body is the asking node's ClusterQuestion (kind included)
     cluster.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
   }
+  const presence = startClusterPresence({ cluster, bus, shards: started.base.shards, log });
   return (msg, from) => {
+    if (msg.type === 'cluster_member') return presence.fromShard(msg);
     if (msg.type !== 'cluster_ask') {
       log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
       return;

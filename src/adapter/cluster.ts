@@ -22,6 +22,9 @@ import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, type NodeMsg } from
 
 export type ClusterHealth = Config['adapter']['cluster_health'];
 
+/** What the layers above the node exchange (presence). */
+export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' }>;
+
 /** Answers a question of another node (a handler per request kind). */
 export type Answerer = (body: unknown, from: string) => unknown;
 
@@ -36,8 +39,14 @@ export interface ClusterNode {
   ask(kind: string, body: unknown, timeoutMs: number): Promise<{ answers: unknown[]; complete: boolean }>;
   /** Registers the answer to a kind of question. */
   answer(kind: string, fn: Answerer): void;
-  /** A node was declared failed (not a graceful stop): one listener call per node. */
-  onNodeFailed(fn: (node: string) => void): void;
+  /** A node was seen for the first time. */
+  onNodeJoined(fn: (node: string) => void): void;
+  /** A node is gone: it stopped (`failed` false) or was declared failed. One call per node. */
+  onNodeGone(fn: (node: string, failed: boolean) => void): void;
+  /** Sends a message of the layers above (presence) to every node. false: the backend is down. */
+  broadcast(msg: PeerMsg): boolean;
+  /** Messages of the layers above from other nodes. */
+  onPeerMsg(fn: (msg: PeerMsg) => void): void;
   /** Whether the backend is reachable now. */
   isUp(): boolean;
   stop(): Promise<void>;
@@ -63,7 +72,9 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   /** Other nodes → last heartbeat (ms). */
   const peers = new Map<string, number>();
   const answerers = new Map<string, Answerer>();
-  const failedListeners: ((node: string) => void)[] = [];
+  const joinedListeners: ((node: string) => void)[] = [];
+  const goneListeners: ((node: string, failed: boolean) => void)[] = [];
+  const peerListeners: ((msg: PeerMsg) => void)[] = [];
   const pending = new Map<number, { expect: Set<string>; answers: unknown[]; done(complete: boolean): void }>();
   let nextReq = 1;
   let stopped = false;
@@ -83,7 +94,24 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     if (!known) {
       activeGauge();
       log.info({ node }, 'cluster: node joined');
+      // answer at once so that a node that just started learns of this one without
+      // waiting a heartbeat interval
+      send(subj.ctl, { t: 'hb', node: id });
+      for (const fn of joinedListeners) fn(node);
     }
+  }
+
+  function gone(node: string, failed: boolean): void {
+    if (!peers.delete(node)) return;
+    activeGauge();
+    if (failed) {
+      metrics.inc('cluster_nodes_failed_total');
+      log.warn({ node }, 'cluster: node declared failed');
+    } else {
+      log.info({ node }, 'cluster: node left');
+    }
+    for (const p of pending.values()) if (p.expect.delete(node) && p.expect.size === 0) p.done(true);
+    for (const fn of goneListeners) fn(node, failed);
   }
 
   function onControl(msg: NodeMsg): void {
@@ -93,11 +121,12 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
         seen(msg.node);
         return;
       case 'bye':
-        if (peers.delete(msg.node)) {
-          activeGauge();
-          log.info({ node: msg.node }, 'cluster: node left');
-        }
-        for (const p of pending.values()) if (p.expect.delete(msg.node) && p.expect.size === 0) p.done(true);
+        gone(msg.node, false);
+        return;
+      case 'member':
+      case 'sync':
+        seen(msg.node);
+        for (const fn of peerListeners) fn(msg);
         return;
       case 'req': {
         seen(msg.node);
@@ -174,25 +203,17 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   });
 
   const timers: NodeJS.Timeout[] = [];
+  const beat = () => {
+    if (!send(subj.ctl, { t: 'hb', node: id })) metrics.inc('cluster_heartbeat_failures_total');
+  };
+  beat(); // the first one always: the other nodes learn of this one now
   if (health.enabled) {
-    const beat = () => {
-      if (!send(subj.ctl, { t: 'hb', node: id })) metrics.inc('cluster_heartbeat_failures_total');
-    };
-    beat();
     timers.push(setInterval(beat, health.heartbeat_interval_ms));
     timers.push(setInterval(() => {
       // While our own backend is down every peer looks silent: declare nobody failed then.
       if (!tx.isUp()) return;
       const limit = Date.now() - health.node_timeout_ms;
-      for (const [node, last] of peers) {
-        if (last >= limit) continue;
-        peers.delete(node);
-        activeGauge();
-        metrics.inc('cluster_nodes_failed_total');
-        log.warn({ node, silentMs: Date.now() - last }, 'cluster: node declared failed');
-        for (const p of pending.values()) if (p.expect.delete(node) && p.expect.size === 0) p.done(true);
-        for (const fn of failedListeners) fn(node);
-      }
+      for (const [node, last] of [...peers]) if (last < limit) gone(node, true);
     }, health.cleanup_interval_ms));
     for (const t of timers) t.unref();
   }
@@ -221,8 +242,17 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     answer(kind, fn) {
       answerers.set(kind, fn);
     },
-    onNodeFailed(fn) {
-      failedListeners.push(fn);
+    onNodeJoined(fn) {
+      joinedListeners.push(fn);
+    },
+    onNodeGone(fn) {
+      goneListeners.push(fn);
+    },
+    broadcast(msg) {
+      return send(subj.ctl, msg);
+    },
+    onPeerMsg(fn) {
+      peerListeners.push(fn);
     },
     isUp: () => tx.isUp(),
     async stop() {

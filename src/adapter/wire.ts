@@ -16,7 +16,11 @@ export type NodeMsg =
   | { t: 'bye'; node: string }
   /** A question to every other node; each answers with `res` on the asker's subject. */
   | { t: 'req'; node: string; id: number; kind: string; body: unknown }
-  | { t: 'res'; node: string; id: number; body: unknown; error?: string };
+  | { t: 'res'; node: string; id: number; body: unknown; error?: string }
+  /** A node-local presence transition of `node` (adapter/presence.ts). */
+  | { t: 'member'; node: string; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
+  /** `node`'s presence members, for `to` that just joined (one message per owner shard). */
+  | { t: 'sync'; node: string; to: string; entries: [app: string, channel: string, userId: unknown, userInfo: unknown][] };
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -54,6 +54,17 @@ export type ControlMsg =
    * cluster-directory.ts); answered with { answers, complete }.
    */
   | { type: 'cluster_ask'; req: number; from: number; question: { kind: string } & Record<string, unknown> }
+  /** Owner shard → primary (in a cluster): a node-local presence transition, for the other nodes. */
+  | { type: 'cluster_member'; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
+  /** Primary → owner shard: another node's presence transition (channels/remote-presence.ts). */
+  | { type: 'remote_member'; op: 'added' | 'removed'; node: string; app: string; channel: string; userId: unknown; userInfo: unknown }
+  /**
+   * Primary → every shard: a node stopped or was declared failed; its members go.
+   * `webhooks`: this node is the one survivor that sends their member_removed webhooks.
+   */
+  | { type: 'remote_node_gone'; node: string; webhooks: boolean }
+  /** Primary → owner shard: its local presence members, for a node that just joined. */
+  | { type: 'local_presence'; req: number; from: number }
   | { type: 'reply'; req: number; body: unknown };
 
 /** One channel in a `restore` message: what the sending shard holds of it. */

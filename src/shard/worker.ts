@@ -80,6 +80,16 @@ const owner = createOwnerService({
   shards, apps, publisher, cacheStore, log, metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,
   reply: (to, req, body) => bus.reply(to, req, body),
+  // in a cluster, node-local presence transitions go to the other nodes through the primary
+  cluster: config.adapter.driver === 'local' ? null : {
+    memberChanged: (m) => {
+      try {
+        bus.control(shards, { type: 'cluster_member', ...m });
+      } catch (err) {
+        log.error({ err, channel: m.channel }, 'could not tell the primary about a presence change: the other nodes miss it');
+      }
+    },
+  },
 });
 
 function onControl(msg: ControlMsg, from: number): void {

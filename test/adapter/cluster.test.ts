@@ -22,6 +22,7 @@ async function twoNodes(t: Test, backend: Backend): Promise<[TestServer, TestSer
   return [a, b];
 }
 
+const data = (f: Frame): unknown => typeof f.data === 'string' ? JSON.parse(f.data) : f.data;
 const named = (c: RawClient, event: string) => c.frames.filter((f: Frame) => f.event === event);
 
 for (const name of BACKENDS) {
@@ -105,6 +106,41 @@ for (const name of BACKENDS) {
       const r = await signedPost(a.port, APP, 'users/u2/terminate_connections', {});
       t.equal(r.status, 200);
       t.equal(await b2.closed(5000), 4009, 'the user\'s socket on node B is closed with 4009');
+    });
+
+    t.test('presence across nodes: a user joins once and leaves once in the cluster', async (t) => {
+      const channel = `presence-x-${name}`;
+      const watcherA = a.track(await RawClient.connect(a.wsUrl()));
+      t.equal((await watcherA.subscribeAuthed(channel, { user_id: 'w', user_info: {} })).event, 'pusher_internal:subscription_succeeded');
+      const watcherB = b.track(await RawClient.connect(b.wsUrl()));
+      const snap = await watcherB.subscribeAuthed(channel, { user_id: 'wb', user_info: {} });
+      const known = Object.keys((data(snap) as { presence: { hash: object } }).presence.hash);
+      // node A's member reaches node B one backend hop after it joined: in the snapshot, or just after it
+      if (!known.includes('w')) await watcherB.next((f) => f.event === 'pusher_internal:member_added' && (data(f) as { user_id: string }).user_id === 'w', 5000);
+      t.pass('a joiner on node B knows node A\'s member');
+      await watcherA.event('pusher_internal:member_added', channel, 5000); // wb
+      // user u: a tab on node A, then a tab on node B
+      const tabA = a.track(await RawClient.connect(a.wsUrl()));
+      await tabA.subscribeAuthed(channel, { user_id: 'u', user_info: { tab: 'a' } });
+      const tabB = b.track(await RawClient.connect(b.wsUrl()));
+      await tabB.subscribeAuthed(channel, { user_id: 'u', user_info: { tab: 'b' } });
+      await settle(a, [watcherA, watcherB], channel);
+      await settle(b, [watcherA, watcherB], channel);
+      const adds = (c: RawClient) => named(c, 'pusher_internal:member_added').filter((f) => (data(f) as { user_id: string }).user_id === 'u');
+      const removes = (c: RawClient) => named(c, 'pusher_internal:member_removed').filter((f) => (data(f) as { user_id: string }).user_id === 'u');
+      t.equal(adds(watcherA).length, 1, 'node A\'s watcher: member_added once');
+      t.equal(adds(watcherB).length, 1, 'node B\'s watcher: member_added once');
+      // the first tab closes: still a member (the other node has them)
+      await tabA.close();
+      await tabB.sync();
+      await settle(a, [watcherA, watcherB], channel);
+      // the last tab closes: member_removed once everywhere
+      await tabB.close();
+      await eventually(() => removes(watcherA).length > 0 && removes(watcherB).length > 0, 5000, 'member_removed on both nodes');
+      await settle(a, [watcherA, watcherB], channel);
+      await settle(b, [watcherA, watcherB], channel);
+      t.equal(removes(watcherA).length, 1, 'node A\'s watcher: member_removed once');
+      t.equal(removes(watcherB).length, 1, 'node B\'s watcher: member_removed once');
     });
 
     t.test('server-to-user events reach the user on every node', async (t) => {

@@ -1,0 +1,78 @@
+// Presence across nodes, the primary's part. Each node's owner shards decide node-local
+// transitions (a user's first / last connection on this node) and tell the primary
+// (`cluster_member`); the primary tells every other node, whose primary hands it to the
+// channel's owner shard there (`remote_member`). The owner (channels/owner-service.ts,
+// channels/remote-presence.ts) then knows on which nodes each user is, and:
+//
+//  - clients hear member_added when the first node gets the user, member_removed when
+//    the last node loses them (each node tells its own sockets: once per socket);
+//  - the member hooks (webhooks) fire on the node where the local transition happened,
+//    only when no other node had the user then: once per user transition in the cluster.
+//    Two nodes adding the same user within one backend hop of each other can both see
+//    the user as new; that window is the bound on "once".
+//  - a node that joins gets every node's members (`sync`, one message per owner shard,
+//    sent in the order of that shard's increments, so a later leave is never overtaken);
+//  - a node that stops (`bye`) or is declared failed (silent for node_timeout_ms) is
+//    dropped by every survivor; its members go (member_removed to each node's clients).
+//    A failed node's member_removed hooks fire on one survivor only: the one with the
+//    smallest node id. A node that stops cleanly sends its own as its sockets close.
+
+import type { Logger } from 'pino';
+import type { ControlMsg, RequestBody } from '../bus/messages';
+import { ownerOf } from '../channels/owner';
+import type { ClusterNode } from './cluster';
+
+export interface PresenceBus {
+  control(to: number, msg: ControlMsg): void;
+  request<T>(to: number, body: RequestBody): Promise<T>;
+}
+
+export interface ClusterPresence {
+  /** A shard's `cluster_member` (a node-local transition). */
+  fromShard(msg: Extract<ControlMsg, { type: 'cluster_member' }>): void;
+}
+
+export function startClusterPresence(deps: { cluster: ClusterNode; bus: PresenceBus; shards: number; log: Logger }): ClusterPresence {
+  const { cluster, bus, shards, log } = deps;
+
+  function tell(to: number, msg: ControlMsg): void {
+    try {
+      bus.control(to, msg);
+    } catch (err) {
+      log.error({ err, shard: to, type: msg.type }, 'cluster presence: a shard\'s queue is full; a remote member change is lost');
+    }
+  }
+
+  cluster.onPeerMsg((msg) => {
+    if (msg.t === 'member') {
+      const { node, op, app, channel, userId, userInfo } = msg;
+      tell(ownerOf(app, channel, shards), { type: 'remote_member', op, node, app, channel, userId, userInfo });
+    } else if (msg.to === cluster.id) {
+      for (const [app, channel, userId, userInfo] of msg.entries) {
+        tell(ownerOf(app, channel, shards), { type: 'remote_member', op: 'added', node: msg.node, app, channel, userId, userInfo });
+      }
+    }
+  });
+
+  cluster.onNodeJoined((node) => {
+    // each owner shard's part goes out as soon as it comes: its later increments follow it
+    for (let s = 0; s < shards; s++) {
+      bus.request<[string, string, unknown, unknown][]>(s, { type: 'local_presence' }).then(
+        (entries) => { if (entries.length > 0) cluster.broadcast({ t: 'sync', node: cluster.id, to: node, entries }); },
+        (err: Error) => log.error({ err, shard: s, node }, 'cluster presence: could not read a shard\'s members for a new node'),
+      );
+    }
+  });
+
+  cluster.onNodeGone((node, failed) => {
+    const cleaner = failed && cluster.nodes().sort()[0] === cluster.id;
+    for (let s = 0; s < shards; s++) tell(s, { type: 'remote_node_gone', node, webhooks: cleaner });
+  });
+
+  return {
+    fromShard(msg) {
+      const { op, app, channel, userId, userInfo } = msg;
+      cluster.broadcast({ t: 'member', node: cluster.id, op, app, channel, userId, userInfo });
+    },
+  };
+}
