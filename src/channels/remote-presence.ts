@@ -24,9 +24,9 @@ export class RemotePresence {
   /** Node `node` has the user now. Returns true when no other node had them before. */
   add(app: string, channel: string, node: string, id: unknown, info: unknown): boolean {
     let chans = this.apps.get(app);
-    if (!chans) this.apps.set(app, (chans = new Map()));
+    if (!chans) this.apps.set(app, (chans = new Map<string, Map<string, RemoteMember>>()));
     let users = chans.get(channel);
-    if (!users) chans.set(channel, (users = new Map()));
+    if (!users) chans.set(channel, (users = new Map<string, RemoteMember>()));
     const key = userKey(id);
     let m = users.get(key);
     if (!m) users.set(key, (m = { id, info, nodes: new Set() }));
