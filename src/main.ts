@@ -6,6 +6,7 @@ import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
+import { shareConnectionCounts } from './adapter/connections';
 import { startClusterPresence } from './adapter/presence';
 import { ADAPTER_CONNECT_TIMEOUT_MS, createTransport, startClusterNode, subjectPrefix, type ClusterNode } from './adapter';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
@@ -310,6 +311,8 @@ function answerClusterQuestions(started: Started, cluster: ClusterNode, log: Log
     cluster.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
   }
   const presence = startClusterPresence({ cluster, bus, shards: started.base.shards, log });
+  const counts = shareConnectionCounts({ cluster, counters: new ConnectionCounters(started.base.counters), appIds: started.base.config.apps.map((a) => a.id) });
+  cluster.onStop(() => counts.stop());
   return (msg, from) => {
     if (msg.type === 'cluster_member') return presence.fromShard(msg);
     if (msg.type !== 'cluster_ask') {

@@ -23,7 +23,7 @@ import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, type NodeMsg } from
 export type ClusterHealth = Config['adapter']['cluster_health'];
 
 /** What the layers above the node exchange (presence). */
-export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' }>;
+export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'conns' }>;
 
 /** Answers a question of another node (a handler per request kind). */
 export type Answerer = (body: unknown, from: string) => unknown;
@@ -49,6 +49,8 @@ export interface ClusterNode {
   onPeerMsg(fn: (msg: PeerMsg) => void): void;
   /** Whether the backend is reachable now. */
   isUp(): boolean;
+  /** Called when stop() begins (the layers above stop their timers). */
+  onStop(fn: () => void): void;
   stop(): Promise<void>;
 }
 
@@ -78,6 +80,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   const pending = new Map<number, { expect: Set<string>; answers: unknown[]; done(complete: boolean): void }>();
   let nextReq = 1;
   let stopped = false;
+  const stopListeners: (() => void)[] = [];
 
   const activeGauge = () => metrics.set('cluster_nodes_active', {}, peers.size + 1);
 
@@ -125,6 +128,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
         return;
       case 'member':
       case 'sync':
+      case 'conns':
         seen(msg.node);
         for (const fn of peerListeners) fn(msg);
         return;
@@ -255,9 +259,13 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       peerListeners.push(fn);
     },
     isUp: () => tx.isUp(),
+    onStop(fn) {
+      stopListeners.push(fn);
+    },
     async stop() {
       if (stopped) return;
       stopped = true;
+      for (const fn of stopListeners) fn();
       for (const t of timers) clearInterval(t);
       for (const p of pending.values()) p.done(false);
       send(subj.ctl, { t: 'bye', node: id });

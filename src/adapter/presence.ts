@@ -47,7 +47,7 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
     if (msg.t === 'member') {
       const { node, op, app, channel, userId, userInfo } = msg;
       tell(ownerOf(app, channel, shards), { type: 'remote_member', op, node, app, channel, userId, userInfo });
-    } else if (msg.to === cluster.id) {
+    } else if (msg.t === 'sync' && msg.to === cluster.id) {
       for (const [app, channel, userId, userInfo] of msg.entries) {
         tell(ownerOf(app, channel, shards), { type: 'remote_member', op: 'added', node: msg.node, app, channel, userId, userInfo });
       }

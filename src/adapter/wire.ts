@@ -20,7 +20,9 @@ export type NodeMsg =
   /** A node-local presence transition of `node` (adapter/presence.ts). */
   | { t: 'member'; node: string; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
   /** `node`'s presence members, for `to` that just joined (one message per owner shard). */
-  | { t: 'sync'; node: string; to: string; entries: [app: string, channel: string, userId: unknown, userInfo: unknown][] };
+  | { t: 'sync'; node: string; to: string; entries: [app: string, channel: string, userId: unknown, userInfo: unknown][] }
+  /** `node`'s connections per app id (adapter/connections.ts). */
+  | { t: 'conns'; node: string; counts: Record<string, number> };
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -9,7 +9,7 @@ export interface ShardInit {
   shardId: number;
   shards: number;
   topology: BusTopology;
-  /** ConnectionCounters memory (one Int32 per app). */
+  /** ConnectionCounters memory (per app: this process's connections, and the other nodes'). */
   counters: SharedArrayBuffer;
   /** Interest routing table (channels/interest.ts): which shards have subscribers of a channel. */
   interest: SharedArrayBuffer;

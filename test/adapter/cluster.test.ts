@@ -11,9 +11,11 @@ import { settle } from '../helpers/settle';
 import { BACKENDS, startBackend, type Backend } from './backends';
 
 const NODE_WORKERS = 2;
+/** An app limited to 4 connections over the cluster. */
+const LIMITED = { id: 'limited-id', key: 'limited-key', secret: 'limited-secret', max_connections: 4 } as const;
 
 async function twoNodes(t: Test, backend: Backend): Promise<[TestServer, TestServer]> {
-  const cfg = { ...backend.config(), workers: NODE_WORKERS };
+  const cfg = { ...backend.config(), workers: NODE_WORKERS, apps: [{ ...APP }, { ...LIMITED }] };
   const a = await startServer(cfg);
   t.teardown(() => a.stop());
   const b = await startServer(cfg);
@@ -31,7 +33,7 @@ for (const name of BACKENDS) {
     t.teardown(() => backend.stop());
     const [a, b] = await twoNodes(t, backend);
 
-    t.test('a publish on either node reaches every node once, in publish order', async (t) => {
+    t.test('a publish on either node reaches every node once, in the order of its node', async (t) => {
       const ca = a.track(await RawClient.connect(a.wsUrl()));
       const cb = b.track(await RawClient.connect(b.wsUrl()));
       const channel = `order-${name}`;
@@ -47,7 +49,10 @@ for (const name of BACKENDS) {
       await settle(b, [ca, cb], channel);
       for (const [who, c] of [['node A', ca], ['node B', cb]] as const) {
         const got = named(c, 'n').map((f) => JSON.parse(f.data as string).i as number);
-        t.same(got, Array.from({ length: 2 * COUNT }, (_, i) => i), `${who}'s client got every publish once, in order`);
+        // order holds per publishing node (not between two nodes' publishes)
+        t.same(got.filter((i) => i < COUNT), Array.from({ length: COUNT }, (_, i) => i), `${who}'s client got node A's publishes once, in order`);
+        t.same(got.filter((i) => i >= COUNT), Array.from({ length: COUNT }, (_, i) => COUNT + i), `${who}'s client got node B's publishes once, in order`);
+        t.equal(got.length, 2 * COUNT, 'and nothing else');
       }
     });
 
@@ -141,6 +146,34 @@ for (const name of BACKENDS) {
       await settle(b, [watcherA, watcherB], channel);
       t.equal(removes(watcherA).length, 1, 'node A\'s watcher: member_removed once');
       t.equal(removes(watcherB).length, 1, 'node B\'s watcher: member_removed once');
+    });
+
+    t.test('max_connections is counted over the cluster', async (t) => {
+      const open: RawClient[] = [];
+      t.teardown(() => Promise.all(open.map((c) => c.close().catch(() => undefined))));
+      const connect = async (srv: TestServer) => {
+        const c = await RawClient.connect(srv.wsUrl(LIMITED.key));
+        open.push(c);
+        return c;
+      };
+      for (const srv of [a, a, b, b]) t.not((await connect(srv)).socketId, '', 'accepted');
+      // counts reach the other node within 100 ms + a hop: until then a fifth may get in
+      for (const [who, srv] of [['A', a], ['B', b]] as const) {
+        let refused: RawClient | null = null;
+        await eventually(async () => {
+          const c = await connect(srv);
+          if (c.socketId === '') refused = c;
+          else await c.close();
+          return refused !== null;
+        }, 5000, `node ${who} to refuse the fifth connection of the app`);
+        t.equal(await refused!.closed(), 4004, `node ${who} refuses the fifth connection with 4004`);
+      }
+      await open[0].close();
+      await eventually(async () => {
+        const c = await connect(b);
+        return c.socketId !== '';
+      }, 5000, 'node B to accept once a connection on node A closed');
+      t.pass('a freed slot on one node is usable on the other');
     });
 
     t.test('server-to-user events reach the user on every node', async (t) => {

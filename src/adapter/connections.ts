@@ -1,0 +1,57 @@
+// app max_connections over the cluster, the primary's part: every `intervalMs` this node
+// tells the others its connection count per app when it changed (and all of them to a
+// node that just joined); it sums what the others told and writes it into the remote row
+// of the shared counters (channels/counters.ts), which every shard adds when it admits a
+// connection. A node that is gone no longer counts.
+//
+// The bound while counts propagate: a connection made on one node is counted by the
+// others within intervalMs plus one backend hop; in that window each node admits against
+// the older sum, so an app can exceed max_connections by at most what the other nodes
+// admit in that window (README, "Many hosts").
+
+import type { ConnectionCounters } from '../channels/counters';
+import type { ClusterNode } from './cluster';
+
+export const CONNECTION_COUNT_INTERVAL_MS = 100;
+
+export function shareConnectionCounts(deps: {
+  cluster: ClusterNode;
+  counters: ConnectionCounters;
+  /** App ids by counter index (config.apps order). */
+  appIds: readonly string[];
+  intervalMs?: number;
+}): { stop(): void } {
+  const { cluster, counters, appIds } = deps;
+  /** node → app id → connections */
+  const byNode = new Map<string, Map<string, number>>();
+  let sent: number[] = [];
+
+  function sum(): void {
+    appIds.forEach((app, i) => {
+      let n = 0;
+      for (const counts of byNode.values()) n += counts.get(app) ?? 0;
+      counters.setRemote(i, n);
+    });
+  }
+
+  function tell(force: boolean): void {
+    const now = appIds.map((_, i) => counters.get(i));
+    if (!force && now.every((n, i) => n === sent[i])) return;
+    const counts: Record<string, number> = {};
+    appIds.forEach((app, i) => { counts[app] = now[i]; });
+    if (cluster.broadcast({ t: 'conns', node: cluster.id, counts })) sent = now;
+  }
+
+  cluster.onPeerMsg((msg) => {
+    if (msg.t !== 'conns') return;
+    byNode.set(msg.node, new Map(Object.entries(msg.counts)));
+    sum();
+  });
+  cluster.onNodeJoined(() => tell(true));
+  cluster.onNodeGone((node) => {
+    if (byNode.delete(node)) sum();
+  });
+  const timer = setInterval(() => tell(false), deps.intervalMs ?? CONNECTION_COUNT_INTERVAL_MS);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}
