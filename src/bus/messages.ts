@@ -65,7 +65,32 @@ export type ControlMsg =
   | { type: 'remote_node_gone'; node: string; webhooks: boolean }
   /** Primary → owner shard: its local presence members, for a node that just joined. */
   | { type: 'local_presence'; req: number; from: number }
+  /**
+   * Watchlists (channels/users.ts), to the owner of the user (userOwnerOf): a signed-in
+   * connection of an app with enable_watchlist_events was added (+1) or closed (-1) on `shard`.
+   */
+  | { type: 'user_conn'; app: string; userId: string; shard: number; delta: 1 | -1 }
+  /** A watcher on the sending shard watches these users (all owned by the receiver): answers the ids online now. */
+  | { type: 'watch'; req: number; from: number; app: string; userIds: string[] }
+  /** A watcher on `shard` that was counted by `watch` went away. */
+  | { type: 'unwatch'; app: string; userIds: string[]; shard: number }
+  /** Owner of the users → a shard with watchers of them: they came online / went offline. */
+  | { type: 'watchlist'; app: string; op: 'online' | 'offline'; userIds: string[] }
+  /** Surviving shard → the replacement of a crashed shard, before its last `restore`: its part of the users the replacement owns. */
+  | { type: 'user_restore'; users: UserRestore[] }
   | { type: 'reply'; req: number; body: unknown };
+
+/** One user in a `user_restore` message: what the sending shard holds of it. */
+export interface UserRestore {
+  app: string;
+  userId: string;
+  /** Signed-in connections of the user on the sending shard. */
+  conns: number;
+  /** Watchers of the user on the sending shard that the dead owner had counted. */
+  watchers: number;
+  /** Whether the sending shard's watchers were last told the user is online (null: never told). */
+  known: boolean | null;
+}
 
 /** One channel in a `restore` message: what the sending shard holds of it. */
 export interface RestoreChannel {

@@ -127,6 +127,9 @@ export function appDefaults(g: GlobalConfig): AppLimitDefaults {
     max_presence_member_size_in_kb: g.presence.max_member_size_in_kb,
     enable_client_messages: true,
     subscription_count_events: false,
+    enable_user_authentication: true,
+    enable_watchlist_events: false,
+    user_authentication_timeout: null,
     webhooks: [],
     channel_delta_compression: {},
   };

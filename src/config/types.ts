@@ -50,6 +50,12 @@ export interface AppConfig {
   max_presence_member_size_in_kb: number;
   enable_client_messages: boolean;
   subscription_count_events: boolean;
+  /** pusher:signin accepted (false: refused with 4009). */
+  enable_user_authentication: boolean;
+  /** pusher_internal:watchlist_events for signed-in users with a user_data.watchlist. */
+  enable_watchlist_events: boolean;
+  /** Seconds a connection has to sign in or subscribe to a private/presence channel (4009 after); null = no limit. */
+  user_authentication_timeout: number | null;
   webhooks: WebhookConfig[];
   channel_delta_compression: Record<string, ChannelDeltaSetting>;
 }

@@ -110,6 +110,11 @@ function validateApp(c: Checker, e: Entry, d: AppLimitDefaults): AppConfig | nul
     max_presence_member_size_in_kb: pos('max_presence_member_size_in_kb'),
     enable_client_messages: bool('enable_client_messages'),
     subscription_count_events: bool('subscription_count_events'),
+    enable_user_authentication: bool('enable_user_authentication'),
+    enable_watchlist_events: bool('enable_watchlist_events'),
+    // seconds; null or absent = connections need not authenticate
+    user_authentication_timeout: !has('user_authentication_timeout') || r.user_authentication_timeout === null ? null
+      : c.int(k('user_authentication_timeout'), r.user_authentication_timeout, 1, { nullable: true, rule: 'must be a positive integer (seconds) or null' }),
     webhooks: has('webhooks') ? webhooks(c, k('webhooks'), r.webhooks) : [],
     channel_delta_compression: has('channel_delta_compression')
       ? channelDelta(c, k('channel_delta_compression'), r.channel_delta_compression) : {},

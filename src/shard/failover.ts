@@ -16,13 +16,16 @@ import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus';
 import type { ControlMsg } from '../bus/messages';
 import type { OwnerStore } from '../channels/owner';
-import { PresenceShadows, Rebuild, collectRestore, type LocalSocket } from '../channels/rebuild';
+import { PresenceShadows, RESTORE_BATCH, Rebuild, collectRestore, type LocalSocket } from '../channels/rebuild';
+import type { UserOwner } from '../channels/users';
+import type { Watchlists } from '../ws/watchlist';
 import type { Socket } from '../ws/types';
 import type { PrimaryCommand, ShardEvent, ShardInit } from './init';
 
 /** Control messages answered from the owner records: deferred while a rebuild runs. */
 const OWNER_OPS: ReadonlySet<ControlMsg['type']> = new Set<ControlMsg['type']>([
   'sub', 'presence_join', 'presence_leave', 'channel_info', 'channels_list', 'members',
+  'user_conn', 'watch', 'unwatch',
 ]);
 
 export interface FailoverDeps {
@@ -40,6 +43,8 @@ export interface FailoverDeps {
   endThread(): void;
   /** True once a graceful shutdown has begun. */
   stopping(): boolean;
+  /** Watchlists: the owner records of this shard's users, and its watchers (channels/users.ts). */
+  users?: { owner: UserOwner; watchlists: Watchlists };
 }
 
 export interface Failover {
@@ -71,7 +76,20 @@ export function createFailover(deps: FailoverDeps): Failover {
 
   let rebuild: Rebuild | null = null;
   if (init.restoreFrom) {
-    rebuild = new Rebuild(init.restoreFrom, owner, sendMember, (msg, from) => deps.onControl(msg, from), (r) => {
+    // The users' records are complete when the channels' are (each survivor sends its
+    // `user_restore` before its last `restore`): their missed events go out before any
+    // deferred operation is replayed, as the member events do.
+    let usersDone = false;
+    const finishUsers = () => {
+      if (usersDone) return;
+      usersDone = true;
+      deps.users?.owner.finishRebuild();
+    };
+    rebuild = new Rebuild(init.restoreFrom, owner, sendMember, (msg, from) => {
+      finishUsers();
+      deps.onControl(msg, from);
+    }, (r) => {
+      finishUsers();
       const s = r.stats;
       if (s.timedOut) log.warn({ missing: r.pending }, 'rebuild: some shards did not re-announce in time; going on without them');
       log.info(s, 'rebuild done: channel records of this shard restored from the surviving shards');
@@ -96,19 +114,24 @@ export function createFailover(deps: FailoverDeps): Failover {
     bus.rewire(dead, cmd.toPeer, cmd.fromPeer, cmd.doorbell);
     // 2. the dead shard's connections leave the records this shard owns (member_removed once)
     owner.dropShard(dead);
+    deps.users?.owner.store.dropShard(dead);
     rebuild?.peerGone(dead);
+    deps.users?.owner.peerGone(dead);
     // 3. re-announce what this shard holds of the channels the replacement owns
-    const msgs = collectRestore(localSockets(), dead, init.shards, shadows);
+    const msgs: ControlMsg[] = [];
+    const users = deps.users?.watchlists.collectRestore(dead, deps.sockets.values()) ?? [];
+    for (let i = 0; i < users.length; i += RESTORE_BATCH) msgs.push({ type: 'user_restore', users: users.slice(i, i + RESTORE_BATCH) });
+    msgs.push(...collectRestore(localSockets(), dead, init.shards, shadows));
     let channels = 0;
     for (const m of msgs) {
-      channels += m.channels.length;
+      if (m.type === 'restore') channels += m.channels.length;
       try {
         bus.control(dead, m);
       } catch (err) {
         log.error({ err, shard: dead }, 'rebuild: restore batch not sent (internal queue full)');
       }
     }
-    log.info({ shard: dead, channels }, 'shard restarted: rewired and re-announced local subscriptions');
+    log.info({ shard: dead, channels, users: users.length }, 'shard restarted: rewired and re-announced local subscriptions');
     deps.post({ type: 'rewired', shard: dead });
   }
 

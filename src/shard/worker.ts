@@ -15,6 +15,8 @@ import { createBusDirectory } from '../channels/directory';
 import { Interest } from '../channels/interest';
 import { createOwnerService, isOwnerMsg } from '../channels/owner-service';
 import { createPublisher } from '../channels/publisher';
+import { createUserDirectory } from '../channels/user-directory';
+import { createUserOwner, isUserMsg } from '../channels/users';
 import { registerRoutes } from '../http/router';
 import { deepFreeze } from '../config';
 import { createLogger } from '../log';
@@ -25,6 +27,7 @@ import { outName } from '../protocol/events';
 import { Backpressure } from '../ws/backpressure';
 import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
+import { createWatchlists } from '../ws/watchlist';
 import type { Socket } from '../ws/types';
 import { createFailover } from './failover';
 import { createShutdown } from './shutdown';
@@ -92,10 +95,21 @@ const owner = createOwnerService({
   },
 });
 
+/** Watchlists: the online state of the users hashed to this shard, and this shard's watchers. */
+const users = createUserOwner({
+  control: (to, msg) => bus.control(to, msg),
+  reply: (to, req, body) => bus.reply(to, req, body),
+  log,
+});
+const watchlists = createWatchlists({ users: createUserDirectory({ bus, shards, log, metrics }), log, metrics, out });
+
 function onControl(msg: ControlMsg, from: number): void {
   if (failover.defer(msg, from)) return; // a replacement shard still rebuilding its records
   if (isOwnerMsg(msg)) return owner.handle(msg, from);
+  if (isUserMsg(msg)) return users.handle(msg, from);
   switch (msg.type) {
+    case 'watchlist':
+      return watchlists.deliver(msg.app, msg.op, msg.userIds, from);
     case 'terminate_user':
       terminateUser(sockets.values(), msg.app, msg.userId, out);
       return;
@@ -112,6 +126,7 @@ function onControl(msg: ControlMsg, from: number): void {
 // Before bus.start: a replacement finds its `restore` messages already in its rings.
 const failover = createFailover({
   init, bus, owner: owner.store, sockets, log, post, onControl,
+  users: { owner: users, watchlists },
   stopping: () => stopping,
   closeEverything: () => {
     stopping = true; // closing sockets send no unsub / presence_leave: the rebuild accounts for them
@@ -131,6 +146,7 @@ let socketSeq = 0;
 const behavior = createWsBehavior({
   config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log, metrics, limiter, out, backpressure,
   shadows: failover.shadows,
+  watchlists,
   cache,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,

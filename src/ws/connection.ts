@@ -133,6 +133,8 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       counted: false,
       closed: false,
       userId: null,
+      watch: null,
+      authBy: 0,
       channels: new Map(),
       lastSeen: Date.now(),
       pingSentAt: 0,
@@ -186,6 +188,8 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
         return;
       }
       d.counted = true;
+      // user_authentication_timeout: checked by sweep() (one pass a second, no timer per socket)
+      if (d.app!.user_authentication_timeout !== null) d.authBy = Date.now() + d.app!.user_authentication_timeout * 1000;
       sockets.set(d.id, ws);
       const am = meters.app(d.app!.id);
       am.connectionsTotal.inc();
@@ -222,13 +226,29 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       sockets.delete(d.id);
       counters.release(d.appIdx);
       meters.app(d.app!.id).connectionsActive.dec();
+      // Before the unsubscribes: a test that sees an owner count the unsubscribe knows the
+      // owner of the user (the same shard, if it is the channel's owner) has the sign-out too.
+      deps.watchlists?.closed(d, !deps.stopping());
       subs.dropAll(d);
     },
 
-    /** Pings quiet sockets and closes those that did not answer (4201); watches slow consumers. */
+    /**
+     * Pings quiet sockets and closes those that did not answer (4201); watches slow consumers;
+     * closes sockets past their user_authentication_timeout (4009).
+     */
     sweep(now: number) {
       for (const ws of sockets.values()) {
         const d = ws.getUserData();
+        if (d.authBy !== 0 && now >= d.authBy) {
+          d.authBy = 0;
+          meters.app(d.app!.id).connectionError('user_authentication_timeout').inc();
+          const message = 'Connection not authorized within the user authentication timeout';
+          ws.cork(() => {
+            sendFrame(meters, ws, d.app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.Unauthorized, message));
+            ws.end(ErrorCode.Unauthorized, message);
+          });
+          continue;
+        }
         deps.backpressure.sweep(ws, d);
         if (d.pingSentAt > 0) {
           if (now - d.pingSentAt >= pongMs) {

@@ -1,7 +1,9 @@
 // pusher:signin (Pusher user authentication): a socket proves who its user is with a
 // signature over `socket_id::user::user_data`. A signed-in socket receives what the API
 // publishes to '#server-to-user-<id>' and can be cut off by
-// POST /apps/{id}/users/{user_id}/terminate_connections. Failure: pusher:error 4009, close.
+// POST /apps/{id}/users/{user_id}/terminate_connections. Failure (and every sign-in of an
+// app with enable_user_authentication: false): pusher:error 4009, close. Watchlists:
+// ws/watchlist.ts.
 
 import { ErrorCode } from '../protocol/codes';
 import { Ev } from '../protocol/events';
@@ -10,6 +12,7 @@ import { verifyUserAuth } from '../protocol/hmac';
 import { SERVER_TO_USER_PREFIX } from '../protocol/channels';
 import { topicOf } from '../channels/topic';
 import type { WsDeps } from './deps';
+import { parseWatchlist } from './watchlist';
 import type { Socket, SocketData } from './types';
 
 export function createSignin(deps: WsDeps) {
@@ -22,25 +25,34 @@ export function createSignin(deps: WsDeps) {
 
   return function signin(ws: Socket, d: SocketData, data: unknown): void {
     const app = d.app!;
+    if (!app.enable_user_authentication) return fail(ws, 'Signin failed: user authentication is disabled for this app');
     const { user_data: userData, auth } = (data ?? {}) as { user_data?: unknown; auth?: unknown };
     if (typeof userData !== 'string') return fail(ws, 'Signin failed: user_data must be a JSON string');
     if (!verifyUserAuth(auth, app.key, app.secret, d.id, userData)) return fail(ws, 'Signin failed: invalid signature');
-    let user: { id?: unknown } | null;
+    let user: unknown;
     try {
-      user = JSON.parse(userData) as { id?: unknown } | null;
+      user = JSON.parse(userData);
     } catch {
       return fail(ws, 'Signin failed: user_data is not valid JSON');
     }
-    const id = user?.id;
+    if (user === null || typeof user !== 'object' || Array.isArray(user)) return fail(ws, 'Signin failed: user_data must be a JSON object');
+    const id = (user as { id?: unknown }).id;
     if (typeof id !== 'string' || id.length === 0) return fail(ws, 'Signin failed: user_data needs an "id" string');
     if (d.userId !== null && d.userId !== id) return fail(ws, 'Signin failed: this connection is signed in as another user');
-    if (d.userId === null) {
+    // A bad watchlist is refused even when the app has no watchlist events: the field is the protocol's.
+    const watchlist = parseWatchlist(user as Record<string, unknown>);
+    if (typeof watchlist === 'string') return fail(ws, `Signin failed: ${watchlist}`);
+    d.authBy = 0; // user_authentication_timeout met
+    const first = d.userId === null;
+    if (first) {
       d.userId = id;
       // interest before the topic: '#server-to-user-<id>' publishes find this shard (channels/interest.ts)
       deps.interest.add(app.id, SERVER_TO_USER_PREFIX + id);
       ws.subscribe(topicOf(app.id, SERVER_TO_USER_PREFIX + id));
     }
     ws.send(frame(deps.out(Ev.SigninSuccess), { user_data: userData }), false);
+    // After signin_success: the watched users online come in answer to it.
+    if (first && app.enable_watchlist_events) deps.watchlists?.signedIn(ws, d, id, watchlist);
   };
 }
 

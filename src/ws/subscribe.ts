@@ -143,6 +143,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         return subscriptionError(ws, channel, reply.type, reply.error, reply.status);
       }
       sub.joined = true;
+      d.authBy = 0; // user_authentication_timeout met
       deps.shadows?.joined(app.id, channel, reply.members);
       meters.app(app.id).subscription('presence').inc();
       meters.presenceJoins.inc();
@@ -203,6 +204,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
             data.auth === undefined ? `auth is required to subscribe to ${channel}` : `invalid signature for ${channel}`, SubscriptionStatus.AuthFailed);
         }
         if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string);
+        d.authBy = 0; // user_authentication_timeout met (private channels succeed right below)
       }
       // One shared record per type (read-only: only presence records change) unless the
       // channel replays a cache, which tells its subscriptions apart by identity.

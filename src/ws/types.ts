@@ -13,6 +13,15 @@ export interface Subscription {
   joined: boolean;
 }
 
+/** A signed-in socket's watchlist (ws/watchlist.ts). */
+export interface WatchState {
+  ws: WebSocket<SocketData>;
+  /** Distinct watched user ids. */
+  ids: string[];
+  /** Per owner shard of some of the ids: its answer to `watch` is awaited, came, or never will. */
+  status: Map<number, 'pending' | 'ok' | 'failed'>;
+}
+
 /** Per-socket state, kept in uWS user data (never monkey-patched onto the socket). */
 export interface SocketData {
   id: string;
@@ -26,6 +35,13 @@ export interface SocketData {
   closed: boolean;
   /** The user this socket signed in as (pusher:signin), else null. */
   userId: string | null;
+  /** Watchlist of the signed-in user (apps with enable_watchlist_events), else null. */
+  watch: WatchState | null;
+  /**
+   * user_authentication_timeout: when (ms) the socket is closed (4009) unless it signs in or
+   * subscribes to a private / presence channel first; 0 = no deadline (none, or met).
+   */
+  authBy: number;
   channels: Map<string, Subscription>;
   lastSeen: number;
   /** When the server sent pusher:ping for inactivity, else 0. */

@@ -56,7 +56,8 @@ t.test('defaults', async (t) => {
     max_backend_events_per_second: null, max_event_payload_in_kb: 100, max_event_channels_at_once: 100,
     max_event_batch_size: 10, max_event_name_length: 200, max_channel_name_length: 200, max_message_size_kb: 64,
     max_presence_members_per_channel: 100, max_presence_member_size_in_kb: 2, enable_client_messages: true,
-    subscription_count_events: false, webhooks: [], channel_delta_compression: {},
+    subscription_count_events: false, enable_user_authentication: true, enable_watchlist_events: false,
+    user_authentication_timeout: null, webhooks: [], channel_delta_compression: {},
   }]);
   const a = defaultConfig();
   a.cors.origin.push('x');
@@ -370,4 +371,19 @@ t.test('slow consumers and the bus: websocket.on_backpressure, bus.ring_bytes, b
   fails(t, 'spill floor', withApp({ bus: { max_spill_bytes: 100_000 } }), 'bus.max_spill_bytes',
     /^bus\.max_spill_bytes must be ≥ 2 × event_limits\.max_payload_in_kb KiB \(204800\) so that the largest event can queue, got 100000/);
   t.equal(load({ bus: { max_spill_bytes: 100_000 }, event_limits: { max_payload_in_kb: 40 } }).bus.max_spill_bytes, 100_000, 'the floor follows the payload limit');
+});
+
+t.test('user features: enable_user_authentication, enable_watchlist_events, user_authentication_timeout', async (t) => {
+  const app = (extra: Record<string, unknown>) => ({ apps: [APP, { id: 'a2', key: 'k2', secret: 's2', ...extra }] });
+  fails(t, 'signin switch', withApp(app({ enable_user_authentication: 'yes' })), 'apps[1].enable_user_authentication',
+    'apps[1].enable_user_authentication must be a boolean (true or false), got "yes"');
+  fails(t, 'watchlist switch', withApp(app({ enable_watchlist_events: 1 })), 'apps[1].enable_watchlist_events', 'must be a boolean');
+  fails(t, 'timeout zero', withApp(app({ user_authentication_timeout: 0 })), 'apps[1].user_authentication_timeout',
+    'apps[1].user_authentication_timeout must be a positive integer (seconds) or null, got 0');
+  fails(t, 'timeout string', withApp(app({ user_authentication_timeout: '30s' })), 'apps[1].user_authentication_timeout', 'must be a positive integer (seconds) or null');
+  fails(t, 'typo', withApp(app({ enable_watchlist_event: true })), 'apps[1].enable_watchlist_event', '(did you mean "enable_watchlist_events"?)');
+  const [a, b] = load(app({ enable_user_authentication: false, enable_watchlist_events: true, user_authentication_timeout: 30 })).apps;
+  t.match(a, { enable_user_authentication: true, enable_watchlist_events: false, user_authentication_timeout: null }, 'defaults');
+  t.match(b, { enable_user_authentication: false, enable_watchlist_events: true, user_authentication_timeout: 30 });
+  t.equal(load(app({ user_authentication_timeout: null })).apps[1].user_authentication_timeout, null, 'null = no timeout');
 });

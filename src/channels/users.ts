@@ -1,0 +1,243 @@
+// Watchlists, owner side: whether a user is online is decided once per process, by the
+// user's owner shard (userOwnerOf: the owner of the channel '#server-to-user-<id>', so the
+// same hash as every channel). The owner counts the user's signed-in connections per shard
+// (apps with enable_watchlist_events only) and which shards have watchers of the user; on
+// the first connection it tells those shards `online`, on the last one `offline`. The
+// shards hand the events to their watching sockets (ws/watchlist.ts).
+//
+// Shard crash (docs/architecture.md, "Shard failure"):
+//   surviving owner   dropShard(): the dead shard's watchers are forgotten, its connections
+//                     leave; users it alone held go offline (told once, to the survivors).
+//   replacement       the survivors' `user_restore` messages re-create the records of the
+//                     users it owns (restore(), no event), each with the state the survivor
+//                     last told its watchers (`known`); when the rebuild is done, finish()
+//                     sends each survivor `offline` for users it was told were online and
+//                     that only the dead shard held, and `online` for users whose event was
+//                     lost in the dead rings — so every watcher hears each transition once.
+// No thread, bus or socket here: test/channels/users.test.ts drives it directly.
+
+import type { Logger } from 'pino';
+import type { ControlMsg, UserRestore } from '../bus/messages';
+import { SERVER_TO_USER_PREFIX } from '../protocol/channels';
+import { ownerOf } from './owner';
+
+/** The shard that owns a user's online state. */
+export function userOwnerOf(app: string, userId: string, shards: number): number {
+  return ownerOf(app, SERVER_TO_USER_PREFIX + userId, shards);
+}
+
+export type WatchOp = 'online' | 'offline';
+/** Sends one `watchlist` event to a shard. */
+export type Notify = (shard: number, app: string, op: WatchOp, userIds: string[]) => void;
+
+interface UserRecord {
+  /** Signed-in connections, all shards. */
+  conns: number;
+  byShard: Map<number, number>;
+  /** Watchers of this user per shard. */
+  watchers: Map<number, number>;
+}
+
+export class UserStore {
+  private readonly apps = new Map<string, Map<string, UserRecord>>();
+
+  constructor(private readonly notify: Notify) {}
+
+  /** A signed-in connection of `userId` was added (+1) or closed (-1) on `shard`. */
+  conn(app: string, userId: string, shard: number, delta: number): void {
+    const rec = delta > 0 ? this.ensure(app, userId) : this.get(app, userId);
+    if (!rec) return;
+    const here = rec.byShard.get(shard) ?? 0;
+    if (delta < 0 && here <= 0) return; // never below zero on a shard
+    if (here + delta > 0) rec.byShard.set(shard, here + delta);
+    else rec.byShard.delete(shard);
+    rec.conns += delta;
+    if (delta > 0 && rec.conns === delta) this.tell(app, userId, rec, 'online');
+    else if (delta < 0 && rec.conns === 0) this.tell(app, userId, rec, 'offline');
+    this.tidy(app, userId, rec);
+  }
+
+  /** A watcher on `shard` watches `userIds`: counted; returns those online now. */
+  watch(app: string, userIds: readonly string[], shard: number): string[] {
+    const online: string[] = [];
+    for (const id of userIds) {
+      const rec = this.ensure(app, id);
+      rec.watchers.set(shard, (rec.watchers.get(shard) ?? 0) + 1);
+      if (rec.conns > 0) online.push(id);
+    }
+    return online;
+  }
+
+  unwatch(app: string, userIds: readonly string[], shard: number): void {
+    for (const id of userIds) {
+      const rec = this.get(app, id);
+      if (!rec) continue;
+      const n = (rec.watchers.get(shard) ?? 0) - 1;
+      if (n > 0) rec.watchers.set(shard, n);
+      else rec.watchers.delete(shard);
+      this.tidy(app, id, rec);
+    }
+  }
+
+  /**
+   * Shard `shard` died: its watchers are gone and its connections with them. Users left
+   * without a connection go offline; the other shards' watchers are told, once per shard.
+   */
+  dropShard(shard: number): void {
+    const out = new Grouped();
+    for (const [app, users] of [...this.apps]) {
+      for (const [id, rec] of [...users]) {
+        rec.watchers.delete(shard);
+        const c = rec.byShard.get(shard);
+        if (c !== undefined) {
+          rec.byShard.delete(shard);
+          rec.conns -= c;
+          if (rec.conns <= 0) {
+            rec.conns = 0;
+            for (const s of rec.watchers.keys()) out.add(s, app, 'offline', id);
+          }
+        }
+        this.tidy(app, id, rec);
+      }
+    }
+    out.send(this.notify);
+  }
+
+  /** Rebuild: a survivor's part of a user this (replacement) shard owns. No event. */
+  restore(u: UserRestore, shard: number): void {
+    if (u.conns <= 0 && u.watchers <= 0) return;
+    const rec = this.ensure(u.app, u.userId);
+    if (u.conns > 0) {
+      rec.byShard.set(shard, (rec.byShard.get(shard) ?? 0) + u.conns);
+      rec.conns += u.conns;
+    }
+    if (u.watchers > 0) rec.watchers.set(shard, (rec.watchers.get(shard) ?? 0) + u.watchers);
+  }
+
+  online(app: string, userId: string): boolean {
+    return (this.get(app, userId)?.conns ?? 0) > 0;
+  }
+
+  /** Users with a record (tests and logs). */
+  get size(): number {
+    let n = 0;
+    for (const users of this.apps.values()) n += users.size;
+    return n;
+  }
+
+  private tell(app: string, userId: string, rec: UserRecord, op: WatchOp): void {
+    for (const s of rec.watchers.keys()) this.notify(s, app, op, [userId]);
+  }
+
+  private get(app: string, userId: string): UserRecord | undefined {
+    return this.apps.get(app)?.get(userId);
+  }
+
+  private ensure(app: string, userId: string): UserRecord {
+    let users = this.apps.get(app);
+    if (!users) this.apps.set(app, (users = new Map<string, UserRecord>()));
+    let rec = users.get(userId);
+    if (!rec) users.set(userId, (rec = { conns: 0, byShard: new Map(), watchers: new Map() }));
+    return rec;
+  }
+
+  /** A record with neither a connection nor a watcher is dropped. */
+  private tidy(app: string, userId: string, rec: UserRecord): void {
+    if (rec.conns > 0 || rec.watchers.size > 0) return;
+    const users = this.apps.get(app)!;
+    users.delete(userId);
+    if (users.size === 0) this.apps.delete(app);
+  }
+}
+
+/** Events to several shards, grouped per (shard, app, op) into one message each. */
+class Grouped {
+  private readonly byKey = new Map<string, { shard: number; app: string; op: WatchOp; ids: string[] }>();
+
+  add(shard: number, app: string, op: WatchOp, id: string): void {
+    const k = `${shard} ${op} ${app}`;
+    let g = this.byKey.get(k);
+    if (!g) this.byKey.set(k, (g = { shard, app, op, ids: [] }));
+    g.ids.push(id);
+  }
+
+  send(notify: Notify): void {
+    for (const g of this.byKey.values()) notify(g.shard, g.app, g.op, g.ids);
+  }
+}
+
+/** Owner messages of the watchlists (the rest of ControlMsg is not this service's). */
+export type UserMsg = Extract<ControlMsg, { type: 'user_conn' | 'watch' | 'unwatch' | 'user_restore' }>;
+const USER_TYPES: ReadonlySet<string> = new Set<UserMsg['type']>(['user_conn', 'watch', 'unwatch', 'user_restore']);
+
+export function isUserMsg(msg: ControlMsg): msg is UserMsg {
+  return USER_TYPES.has(msg.type);
+}
+
+export interface UserOwnerDeps {
+  /** Writes a control message to a shard (bus.control; throws BusFullError). */
+  control(to: number, msg: ControlMsg): void;
+  /** Answers a request (bus.reply). */
+  reply(to: number, req: number, body: unknown): void;
+  log: Logger;
+}
+
+export interface UserOwner {
+  readonly store: UserStore;
+  handle(msg: UserMsg, from: number): void;
+  /** Replacement shard: the survivors' `user_restore` are in; tell each what its watchers missed. */
+  finishRebuild(): void;
+  /** A survivor died too during the rebuild: nothing to tell it. */
+  peerGone(shard: number): void;
+}
+
+export function createUserOwner(deps: UserOwnerDeps): UserOwner {
+  const { log } = deps;
+  const notify: Notify = (shard, app, op, userIds) => {
+    try {
+      deps.control(shard, { type: 'watchlist', app, op, userIds });
+    } catch (err) {
+      log.error({ err, shard, op, users: userIds.length }, 'watchlist event not delivered: internal queue full');
+    }
+  };
+  const store = new UserStore(notify);
+  /** Rebuild: survivor shard → `${app} ${userId}` → [app, userId, known]. */
+  const known = new Map<number, Map<string, [string, string, boolean]>>();
+
+  return {
+    store,
+    handle(msg, from) {
+      switch (msg.type) {
+        case 'user_conn':
+          return store.conn(msg.app, msg.userId, msg.shard, msg.delta);
+        case 'watch':
+          return deps.reply(from, msg.req, store.watch(msg.app, msg.userIds, from));
+        case 'unwatch':
+          return store.unwatch(msg.app, msg.userIds, msg.shard);
+        case 'user_restore':
+          for (const u of msg.users) {
+            store.restore(u, from);
+            if (u.known === null || u.watchers <= 0) continue;
+            let m = known.get(from);
+            if (!m) known.set(from, (m = new Map<string, [string, string, boolean]>()));
+            m.set(`${u.app} ${u.userId}`, [u.app, u.userId, u.known]);
+          }
+          return;
+      }
+    },
+    finishRebuild() {
+      const out = new Grouped();
+      for (const [shard, users] of known) {
+        for (const [app, id, wasOnline] of users.values()) {
+          const now = store.online(app, id);
+          if (wasOnline !== now) out.add(shard, app, now ? 'online' : 'offline', id);
+        }
+      }
+      known.clear();
+      out.send(notify);
+    },
+    peerGone(shard) {
+      known.delete(shard);
+    },
+  };
+}
