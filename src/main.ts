@@ -11,6 +11,7 @@ import { startClusterPresence } from './adapter/presence';
 import { ADAPTER_CONNECT_TIMEOUT_MS, createTransport, startClusterNode, subjectPrefix, type ClusterNode } from './adapter';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
 import type { ControlMsg } from './bus/messages';
+import { CacheChannels } from './channels/cache';
 import { nodeAnswer, type ClusterQuestion } from './channels/cluster-directory';
 import { createBusDirectory } from './channels/directory';
 import { ConnectionCounters } from './channels/counters';
@@ -103,7 +104,10 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   // The primary is the last endpoint of the mesh: it publishes into the shards (by
   // interest) and receives what they hand it (channels/bridge.ts).
   const bus = new Bus(shards, topology);
-  const endpoint = createPrimaryEndpoint({ bus, interest, shards, log });
+  const endpoint = createPrimaryEndpoint({
+    bus, interest, shards, log,
+    cache: config.cache.driver === 'memory' ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null,
+  });
   const control: Started['control'] = { handler: null };
   bus.start({
     onPublish: (f) => endpoint.received(f),
@@ -312,9 +316,12 @@ function answerClusterQuestions(started: Started, cluster: ClusterNode, log: Log
   }
   const presence = startClusterPresence({ cluster, bus, shards: started.base.shards, log });
   const counts = shareConnectionCounts({ cluster, counters: new ConnectionCounters(started.base.counters), appIds: started.base.config.apps.map((a) => a.id) });
-  cluster.onStop(() => counts.stop());
+  cluster.onStop(() => {
+    counts.stop();
+    presence.stop();
+  });
   return (msg, from) => {
-    if (msg.type === 'cluster_member') return presence.fromShard(msg);
+    if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
     if (msg.type !== 'cluster_ask') {
       log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
       return;

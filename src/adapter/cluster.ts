@@ -23,7 +23,7 @@ import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, type NodeMsg } from
 export type ClusterHealth = Config['adapter']['cluster_health'];
 
 /** What the layers above the node exchange (presence). */
-export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'conns' }>;
+export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' }>;
 
 /** Answers a question of another node (a handler per request kind). */
 export type Answerer = (body: unknown, from: string) => unknown;
@@ -128,6 +128,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
         return;
       case 'member':
       case 'sync':
+      case 'counts':
       case 'conns':
         seen(msg.node);
         for (const fn of peerListeners) fn(msg);

@@ -21,6 +21,7 @@ import type { Logger } from 'pino';
 import type { ControlMsg, RequestBody } from '../bus/messages';
 import { ownerOf } from '../channels/owner';
 import type { ClusterNode } from './cluster';
+import type { ChannelCount } from './wire';
 
 export interface PresenceBus {
   control(to: number, msg: ControlMsg): void;
@@ -28,9 +29,13 @@ export interface PresenceBus {
 }
 
 export interface ClusterPresence {
-  /** A shard's `cluster_member` (a node-local transition). */
-  fromShard(msg: Extract<ControlMsg, { type: 'cluster_member' }>): void;
+  /** A shard's `cluster_member` (a node-local transition) or `cluster_count`. */
+  fromShard(msg: Extract<ControlMsg, { type: 'cluster_member' | 'cluster_count' }>): void;
+  stop(): void;
 }
+
+/** How long subscription counts are gathered before they go to the other nodes. */
+export const COUNT_FLUSH_MS = 100;
 
 export function startClusterPresence(deps: { cluster: ClusterNode; bus: PresenceBus; shards: number; log: Logger }): ClusterPresence {
   const { cluster, bus, shards, log } = deps;
@@ -43,22 +48,44 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
     }
   }
 
+  const remoteCounts = (node: string, counts: ChannelCount[]) => {
+    for (const [app, channel, total] of counts) tell(ownerOf(app, channel, shards), { type: 'remote_count', node, app, channel, total });
+  };
+
   cluster.onPeerMsg((msg) => {
     if (msg.t === 'member') {
       const { node, op, app, channel, userId, userInfo } = msg;
       tell(ownerOf(app, channel, shards), { type: 'remote_member', op, node, app, channel, userId, userInfo });
+    } else if (msg.t === 'counts') {
+      remoteCounts(msg.node, msg.counts);
     } else if (msg.t === 'sync' && msg.to === cluster.id) {
-      for (const [app, channel, userId, userInfo] of msg.entries) {
+      for (const [app, channel, userId, userInfo] of msg.members) {
         tell(ownerOf(app, channel, shards), { type: 'remote_member', op: 'added', node: msg.node, app, channel, userId, userInfo });
       }
+      remoteCounts(msg.node, msg.counts);
     }
   });
+
+  // subscription counts: the latest per channel, sent every COUNT_FLUSH_MS (a node's
+  // subscribe storm is one message per channel per flush, not one per subscribe)
+  const pendingCounts = new Map<string, ChannelCount>();
+  const flush = setInterval(() => {
+    if (pendingCounts.size === 0) return;
+    const counts = [...pendingCounts.values()];
+    pendingCounts.clear();
+    if (!cluster.broadcast({ t: 'counts', node: cluster.id, counts })) {
+      log.warn({ channels: counts.length }, 'cluster: subscription counts not sent: the backend is down');
+    }
+  }, COUNT_FLUSH_MS);
+  flush.unref();
 
   cluster.onNodeJoined((node) => {
     // each owner shard's part goes out as soon as it comes: its later increments follow it
     for (let s = 0; s < shards; s++) {
-      bus.request<[string, string, unknown, unknown][]>(s, { type: 'local_presence' }).then(
-        (entries) => { if (entries.length > 0) cluster.broadcast({ t: 'sync', node: cluster.id, to: node, entries }); },
+      bus.request<{ members: [string, string, unknown, unknown][]; counts: ChannelCount[] }>(s, { type: 'local_presence' }).then(
+        ({ members, counts }) => {
+          if (members.length > 0 || counts.length > 0) cluster.broadcast({ t: 'sync', node: cluster.id, to: node, members, counts });
+        },
         (err: Error) => log.error({ err, shard: s, node }, 'cluster presence: could not read a shard\'s members for a new node'),
       );
     }
@@ -71,8 +98,15 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
 
   return {
     fromShard(msg) {
+      if (msg.type === 'cluster_count') {
+        pendingCounts.set(`${msg.app}\u0000${msg.channel}`, [msg.app, msg.channel, msg.total]);
+        return;
+      }
       const { op, app, channel, userId, userInfo } = msg;
       cluster.broadcast({ t: 'member', node: cluster.id, op, app, channel, userId, userInfo });
+    },
+    stop() {
+      clearInterval(flush);
     },
   };
 }

@@ -19,10 +19,14 @@ export type NodeMsg =
   | { t: 'res'; node: string; id: number; body: unknown; error?: string }
   /** A node-local presence transition of `node` (adapter/presence.ts). */
   | { t: 'member'; node: string; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
-  /** `node`'s presence members, for `to` that just joined (one message per owner shard). */
-  | { t: 'sync'; node: string; to: string; entries: [app: string, channel: string, userId: unknown, userInfo: unknown][] }
+  /** `node`'s presence members and subscription counts, for `to` that just joined (one message per owner shard). */
+  | { t: 'sync'; node: string; to: string; members: [app: string, channel: string, userId: unknown, userInfo: unknown][]; counts: ChannelCount[] }
+  /** `node`'s subscription counts of the channels whose count changed (coalesced). */
+  | { t: 'counts'; node: string; counts: ChannelCount[] }
   /** `node`'s connections per app id (adapter/connections.ts). */
   | { t: 'conns'; node: string; counts: Record<string, number> };
+
+export type ChannelCount = [app: string, channel: string, total: number];
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

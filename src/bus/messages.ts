@@ -58,12 +58,16 @@ export type ControlMsg =
   | { type: 'cluster_member'; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
   /** Primary → owner shard: another node's presence transition (channels/remote-presence.ts). */
   | { type: 'remote_member'; op: 'added' | 'removed'; node: string; app: string; channel: string; userId: unknown; userInfo: unknown }
+  /** Owner shard → primary (in a cluster): this node's subscription count of a channel. */
+  | { type: 'cluster_count'; app: string; channel: string; total: number }
+  /** Primary → owner shard: another node's subscription count of a channel. */
+  | { type: 'remote_count'; node: string; app: string; channel: string; total: number }
   /**
    * Primary → every shard: a node stopped or was declared failed; its members go.
    * `webhooks`: this node is the one survivor that sends their member_removed webhooks.
    */
   | { type: 'remote_node_gone'; node: string; webhooks: boolean }
-  /** Primary → owner shard: its local presence members, for a node that just joined. */
+  /** Primary → owner shard: its presence members and subscription counts ({ members, counts }), for a node that just joined. */
   | { type: 'local_presence'; req: number; from: number }
   /**
    * Watchlists (channels/users.ts), to the owner of the user (userOwnerOf): a signed-in

@@ -20,21 +20,23 @@ import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import type { CacheStore } from './cache';
 import { OwnerStore, userKey, type OwnerEvents } from './owner';
-import { RemotePresence } from './remote-presence';
+import { RemoteCounts, RemotePresence } from './remote-presence';
 import type { Outgoing, Publisher } from './publisher';
 import { topicOf } from './topic';
 
 /** Owner messages this service answers (the rest of ControlMsg is the shard's business). */
-export type OwnerMsg = Extract<ControlMsg, { type: 'sub' | 'presence_join' | 'presence_leave' | 'channel_info' | 'channels_list' | 'members' | 'cache_set' | 'cache_get' | 'remote_member' | 'remote_node_gone' | 'local_presence' }>;
+export type OwnerMsg = Extract<ControlMsg, { type: 'sub' | 'presence_join' | 'presence_leave' | 'channel_info' | 'channels_list' | 'members' | 'cache_set' | 'cache_get' | 'remote_member' | 'remote_count' | 'remote_node_gone' | 'local_presence' }>;
 
 const OWNER_TYPES: ReadonlySet<string> = new Set<OwnerMsg['type']>([
   'sub', 'presence_join', 'presence_leave', 'channel_info', 'channels_list', 'members', 'cache_set', 'cache_get',
-  'remote_member', 'remote_node_gone', 'local_presence',
+  'remote_member', 'remote_count', 'remote_node_gone', 'local_presence',
 ]);
 
 /** Node-local presence transitions, told to the other nodes (in a cluster; through the primary). */
 export interface ClusterPresencePort {
   memberChanged(m: { op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }): void;
+  /** This node's subscription count of a channel changed (the primary coalesces them). */
+  countChanged(c: { app: string; channel: string; total: number }): void;
 }
 
 export function isOwnerMsg(msg: ControlMsg): msg is OwnerMsg {
@@ -85,6 +87,7 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
   const countTimers = new Map<string, NodeJS.Timeout>();
   const cluster = deps.cluster ?? null;
   const remote = new RemotePresence();
+  const remoteCounts = new RemoteCounts();
   const member = (op: 'added' | 'removed', app: string, channel: string, userId: unknown, userInfo: unknown, except = '') =>
     publisher.member({ type: 'member', op, app, channel, userId, userInfo, except });
 
@@ -98,7 +101,8 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
     if (countTimers.has(key)) return;
     const timer = setTimeout(() => {
       countTimers.delete(key);
-      const n = store.info(app, channel).subscription_count;
+      // in a cluster: this node's subscriptions and the other nodes' last reports
+      const n = store.info(app, channel).subscription_count + remoteCounts.sum(app, channel);
       if (n === 0) return;
       const msg: Outgoing = {
         kind: 'count', app, channel, except: '',
@@ -117,19 +121,22 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
 
   const store = new OwnerStore(deps.shards, {
     countChanged: (app, channel, total) => {
+      cluster?.countChanged({ app, channel, total });
       countChanged(app, channel);
-      hooks.countChanged?.(app, channel, total);
+      hooks.countChanged?.(app, channel, total + remoteCounts.sum(app, channel));
     },
+    // In a cluster the hooks hear of occupied / vacated only when no other node has
+    // subscribers (the node whose transition made the cluster's decides; adapter/presence.ts).
     occupied: (app, channel) => {
       meters.app(app).channelsActive.inc();
       log.debug({ app, channel }, 'channel occupied');
-      hooks.occupied?.(app, channel);
+      if (remoteCounts.sum(app, channel) === 0) hooks.occupied?.(app, channel);
     },
     vacated: (app, channel) => {
       meters.app(app).channelsActive.dec();
       if (meters.enabled && isPresence(channel)) metrics.remove('presence_members', { app_id: app, channel });
       log.debug({ app, channel }, 'channel vacated');
-      hooks.vacated?.(app, channel);
+      if (remoteCounts.sum(app, channel) === 0) hooks.vacated?.(app, channel);
     },
     // In a cluster these are node-local transitions: the other nodes are told, and the
     // clients (and hooks) only hear of a user no other node has (adapter/presence.ts).
@@ -184,15 +191,27 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
           }
           return;
         }
-        case 'remote_node_gone':
+        case 'remote_count': {
+          const { app, channel } = msg;
+          const { before, after } = remoteCounts.set(app, channel, msg.node, msg.total);
+          if (before !== after) countChanged(app, channel);
+          return;
+        }
+        case 'remote_node_gone': {
           for (const [app, channel, userId] of remote.dropNode(msg.node)) {
             if (localHas(app, channel, userId)) continue;
             member('removed', app, channel, userId, null);
             if (msg.webhooks) hooks.memberRemoved?.(app, channel, userId);
           }
+          for (const [app, channel] of remoteCounts.dropNode(msg.node)) {
+            countChanged(app, channel);
+            // the dead node had the channel's last subscribers: vacated, told by one survivor
+            if (msg.webhooks && remoteCounts.sum(app, channel) === 0 && !store.info(app, channel).occupied) hooks.vacated?.(app, channel);
+          }
           return;
+        }
         case 'local_presence':
-          return deps.reply(from, msg.req, store.presenceEntries());
+          return deps.reply(from, msg.req, { members: store.presenceEntries(), counts: store.countEntries() });
         case 'presence_leave':
           return store.leave(msg.app, msg.channel, msg.shard, msg.userKey);
         case 'channel_info':

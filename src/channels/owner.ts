@@ -196,6 +196,13 @@ export class OwnerStore {
     return out;
   }
 
+  /** Every channel this shard owns with subscribers: [app, channel, subscription count]. */
+  countEntries(): [string, string, number][] {
+    const out: [string, string, number][] = [];
+    for (const [app, chans] of this.apps) for (const [channel, rec] of chans) if (rec.total > 0) out.push([app, channel, rec.total]);
+    return out;
+  }
+
   private get(app: string, channel: string): ChannelRecord | undefined {
     return this.apps.get(app)?.get(channel);
   }

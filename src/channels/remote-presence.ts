@@ -90,3 +90,51 @@ export class RemotePresence {
     if (chans?.size === 0) this.apps.delete(app);
   }
 }
+
+/**
+ * The subscription counts other nodes last reported for the channels this shard owns
+ * (per channel, per node). The owner adds their sum to its own for subscription_count
+ * and decides cluster-wide occupied / vacated with it.
+ */
+export class RemoteCounts {
+  /** app → channel → node → count */
+  private readonly apps = new Map<string, Map<string, Map<string, number>>>();
+
+  /** Sets node's count; returns the remote sum before and after. */
+  set(app: string, channel: string, node: string, n: number): { before: number; after: number } {
+    const before = this.sum(app, channel);
+    let chans = this.apps.get(app);
+    if (!chans) this.apps.set(app, (chans = new Map<string, Map<string, number>>()));
+    let nodes = chans.get(channel);
+    if (!nodes) chans.set(channel, (nodes = new Map<string, number>()));
+    if (n > 0) nodes.set(node, n);
+    else nodes.delete(node);
+    if (nodes.size === 0) {
+      chans.delete(channel);
+      if (chans.size === 0) this.apps.delete(app);
+    }
+    return { before, after: this.sum(app, channel) };
+  }
+
+  sum(app: string, channel: string): number {
+    const nodes = this.apps.get(app)?.get(channel);
+    if (!nodes) return 0;
+    let n = 0;
+    for (const c of nodes.values()) n += c;
+    return n;
+  }
+
+  /** Node is gone: returns the [app, channel] whose remote sum it changed. */
+  dropNode(node: string): [string, string][] {
+    const out: [string, string][] = [];
+    for (const [app, chans] of [...this.apps]) {
+      for (const [channel, nodes] of [...chans]) {
+        if (!nodes.delete(node)) continue;
+        out.push([app, channel]);
+        if (nodes.size === 0) chans.delete(channel);
+      }
+      if (chans.size === 0) this.apps.delete(app);
+    }
+    return out;
+  }
+}

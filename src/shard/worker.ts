@@ -92,6 +92,13 @@ const owner = createOwnerService({
         log.error({ err, channel: m.channel }, 'could not tell the primary about a presence change: the other nodes miss it');
       }
     },
+    countChanged: (c) => {
+      try {
+        bus.control(shards, { type: 'cluster_count', ...c });
+      } catch (err) {
+        log.error({ err, channel: c.channel }, 'could not tell the primary about a subscription count: the other nodes miss it');
+      }
+    },
   },
 });
 

@@ -15,7 +15,7 @@ const NODE_WORKERS = 2;
 const LIMITED = { id: 'limited-id', key: 'limited-key', secret: 'limited-secret', max_connections: 4 } as const;
 
 async function twoNodes(t: Test, backend: Backend): Promise<[TestServer, TestServer]> {
-  const cfg = { ...backend.config(), workers: NODE_WORKERS, apps: [{ ...APP }, { ...LIMITED }] };
+  const cfg = { ...backend.config(), workers: NODE_WORKERS, apps: [{ ...APP, subscription_count_events: true }, { ...LIMITED }] };
   const a = await startServer(cfg);
   t.teardown(() => a.stop());
   const b = await startServer(cfg);
@@ -174,6 +174,31 @@ for (const name of BACKENDS) {
         return c.socketId !== '';
       }, 5000, 'node B to accept once a connection on node A closed');
       t.pass('a freed slot on one node is usable on the other');
+    });
+
+    t.test('subscription_count counts the subscribers of every node', async (t) => {
+      const channel = `count-${name}`;
+      const ca = a.track(await RawClient.connect(a.wsUrl()));
+      await ca.subscribe(channel);
+      for (let i = 0; i < 2; i++) await b.track(await RawClient.connect(b.wsUrl())).subscribe(channel);
+      await ca.next((f) => f.event === 'pusher_internal:subscription_count' && (data(f) as { subscription_count: number }).subscription_count === 3, 5000);
+      t.pass('the client on node A was told 3 (1 here, 2 on node B)');
+    });
+
+    t.test('cache channels: a publish on one node is the replay on the other', async (t) => {
+      const channel = `cache-x-${name}`;
+      const ca = a.track(await RawClient.connect(a.wsUrl()));
+      await ca.subscribe(channel); // node B's copy of the publish must reach a subscribed node
+      await a.sdk().trigger(channel, 'price', { v: 42 });
+      await ca.event('price', channel, 5000);
+      let late: RawClient | null = null;
+      await eventually(async () => {
+        late = b.track(await RawClient.connect(b.wsUrl()));
+        await late.subscribe(channel);
+        await late.sync();
+        return late.frames.some((f) => f.event === 'price');
+      }, 5000, 'a late subscriber on node B to get the cached event');
+      t.same(data(late!.frames.find((f) => f.event === 'price')!), { v: 42 }, 'the replay is the event published on node A');
     });
 
     t.test('server-to-user events reach the user on every node', async (t) => {
