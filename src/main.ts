@@ -101,6 +101,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const counters = ConnectionCounters.allocate(config.apps.length);
   const ratelimit = allocateRateLimiterMemory(config);
   const interest = allocateInterest(shards);
+  const clusterUp = new SharedArrayBuffer(4);
   // The primary is the last endpoint of the mesh: it publishes into the shards (by
   // interest) and receives what they hand it (channels/bridge.ts).
   const bus = new Bus(shards, topology);
@@ -120,7 +121,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, shards, topology, counters, ratelimit, interest, bridge, port, testHooks };
+  const base: ShardBase = { config, shards, topology, counters, ratelimit, interest, clusterUp, bridge, port, testHooks };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {
@@ -360,6 +361,10 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
           log, metrics: primaryMetrics ?? noMetrics,
         }, ADAPTER_CONNECT_TIMEOUT_MS);
         started.control.handler = answerClusterQuestions(started, cluster, log, primaryMetrics ?? noMetrics);
+        // the shards' /up/{appId} reads it
+        const up = new Int32Array(started.base.clusterUp);
+        Atomics.store(up, 0, cluster.isUp() ? 1 : 0);
+        transport.onState((isUp) => Atomics.store(up, 0, isUp ? 1 : 0));
       } catch (err) {
         await transport.close().catch(() => undefined);
         await stopShards(started.handles, config.shutdown_grace_period, log);

@@ -176,8 +176,10 @@ bus.start({
   onError: (err, type) => log.error({ err, frameType: type }, 'bus frame handler failed'),
 });
 
+const clusterUp = new Int32Array(init.clusterUp);
 registerRoutes(uws, {
   config, apps, publisher, directory, log, metrics, limiter, cache,
+  clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
   stopping: () => stopping,
 });
 

@@ -6,7 +6,7 @@
 
 import t, { type Test } from 'tap';
 import { APP, startServer, eventually, RawClient, type Frame, type TestServer } from '../helpers/server';
-import { signedGet, signedPost } from '../helpers/http';
+import { rawRequest, signedGet, signedPost } from '../helpers/http';
 import { settle } from '../helpers/settle';
 import { BACKENDS, startBackend, type Backend } from './backends';
 
@@ -221,10 +221,14 @@ for (const name of BACKENDS) {
       await cb.subscribe(channel);
       await backend.kill();
       await eventually(() => !a.server.cluster!.isUp() && !b.server.cluster!.isUp(), 10_000, 'both nodes to see the backend down');
+      const down = await rawRequest(a.port, 'GET', `/up/${APP.id}`);
+      t.equal(down.status, 503, '/up/{appId} answers 503 while the backend is down');
+      t.match(down.json.error, /cluster backend/, 'naming the cluster backend');
       await a.sdk().trigger(channel, 'local', { n: 1 });
       t.same(JSON.parse((await ca.event('local', channel, 5000)).data as string), { n: 1 }, 'local delivery did not stop');
       await backend.resume();
       await eventually(() => a.server.cluster!.isUp() && b.server.cluster!.isUp(), 20_000, 'both nodes to reconnect');
+      t.equal((await rawRequest(a.port, 'GET', `/up/${APP.id}`)).status, 200, '/up/{appId} is 200 again');
       // cross-node delivery is back: publish until node B's client gets one
       let n = 0;
       await eventually(async () => {
