@@ -1,7 +1,8 @@
 // Options the config accepts (they are all in the spec) but whose engine part is not in
-// this build yet. Setting one is refused at startup with the key named, rather than
-// silently running without it (e.g. a redis adapter quietly behaving as a single node).
+// this build yet, or that ringcast's design has no use for. Setting one is refused at
+// startup with the key named and the reason, rather than silently running without it.
 
+import { defaultConfig } from './defaults';
 import type { Config } from './types';
 import { ConfigError, type ConfigIssue } from './validate';
 
@@ -16,7 +17,26 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   if (c.tag_filtering.enabled) no('tag_filtering.enabled', 'tag filtering');
   c.apps.forEach((app, i) => {
     if (app.webhooks.length > 0) no(`apps[${i}].webhooks`, 'webhook delivery');
+    // the user owners count signed-in connections per process, not yet over the cluster
+    if (c.adapter.driver !== 'local' && app.enable_watchlist_events) {
+      no(`apps[${i}].enable_watchlist_events`, `watchlist events across nodes (adapter.driver ${c.adapter.driver})`);
+    }
   });
+  // Options of other servers' designs that ringcast's does not have: refused with the reason
+  // rather than accepted and ignored.
+  const never = (key: string, why: string) => issues.push({ key, message: `${key}: ${why}` });
+  const d = defaultConfig();
+  const oneConnection = 'ringcast keeps one command and one subscriber connection per backend and process: ' +
+    'one connection is what keeps a node\'s publishes in order, so it has no connection pool to size';
+  if (c.database.pooling.enabled) never('database.pooling.enabled', oneConnection);
+  if (c.database.pooling.min !== d.database.pooling.min) never('database.pooling.min', oneConnection);
+  if (c.database.pooling.max !== d.database.pooling.max) never('database.pooling.max', oneConnection);
+  if (c.database.redis.pool_min !== d.database.redis.pool_min) never('database.redis.pool_min', oneConnection);
+  if (c.database.redis.pool_max !== d.database.redis.pool_max) never('database.redis.pool_max', oneConnection);
+  if (c.adapter.buffer_multiplier_per_cpu !== d.adapter.buffer_multiplier_per_cpu) {
+    never('adapter.buffer_multiplier_per_cpu', 'the adapter has no per-CPU buffer: each publish goes to the backend connection at once, ' +
+      'and while the backend is down it is dropped and counted (adapter_errors_total), never queued');
+  }
   return issues;
 }
 
