@@ -4,10 +4,10 @@
 
 import type { ConfigInput } from '../../src/config';
 import { NatsServer } from '../helpers/nats';
-import { RedisCluster, RedisServer } from '../helpers/redis';
+import { RedisCluster, RedisSentinelSet, RedisServer } from '../helpers/redis';
 
 export interface Backend {
-  readonly name: 'redis' | 'redis-cluster' | 'nats';
+  readonly name: 'redis' | 'redis-sentinel' | 'redis-cluster' | 'nats';
   /** Config overrides of a node using it. */
   config(): ConfigInput;
   /** SIGKILL the backend (all of it). */
@@ -27,6 +27,20 @@ export async function startBackend(name: Backend['name']): Promise<Backend> {
         kill: () => r.kill(),
         resume: () => r.resume(),
         stop: () => r.stop(),
+      };
+    }
+    case 'redis-sentinel': {
+      const s = await RedisSentinelSet.start();
+      return {
+        name,
+        config: () => ({
+          adapter: { driver: 'redis' },
+          database: { redis: { sentinels: [{ host: '127.0.0.1', port: s.sentinelPort }], name: RedisSentinelSet.NAME } },
+        }),
+        // master and replica down (no failover possible), then back as they were
+        kill: async () => { await Promise.all([s.master.kill(), s.replica.kill()]); },
+        resume: async () => { await s.master.resume(); await s.replica.resume(); },
+        stop: () => s.stop(),
       };
     }
     case 'redis-cluster': {
@@ -54,4 +68,4 @@ export async function startBackend(name: Backend['name']): Promise<Backend> {
 
 /** Every backend, or the ones named in RINGCAST_TEST_BACKENDS (comma-separated). */
 export const BACKENDS: Backend['name'][] = (process.env.RINGCAST_TEST_BACKENDS?.split(',') as Backend['name'][] | undefined)
-  ?? ['redis', 'redis-cluster', 'nats'];
+  ?? ['redis', 'redis-sentinel', 'redis-cluster', 'nats'];
