@@ -92,7 +92,11 @@ interface Started {
   prefixes: string[];
   usedPrefixes: Set<string>;
   /** Control messages a shard sends the primary (the cluster's questions); set once the cluster is up. */
-  control: { handler: ((msg: ControlMsg, from: number) => void) | null };
+  control: {
+    handler: ((msg: ControlMsg, from: number) => void) | null;
+    /** A shard's rings were renewed for its replacement (the cluster re-sends its remote state). */
+    renewed: ((shard: number) => void) | null;
+  };
 }
 
 async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger): Promise<Started | null> {
@@ -109,7 +113,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
     bus, interest, shards, log,
     cache: config.cache.driver === 'memory' ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null,
   });
-  const control: Started['control'] = { handler: null };
+  const control: Started['control'] = { handler: null, renewed: null };
   bus.start({
     onPublish: (f) => endpoint.received(f),
     onControl: (msg, from) => {
@@ -245,6 +249,7 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
       renewRings(topo, i, topo.ringBytes);
       started.bus.rewire(i, topo.rings[topo.threads - 1][i]!, topo.rings[i][topo.threads - 1]!, topo.doorbells[i]);
       new Interest(base.interest, base.shards, -1).clearShard(i);
+      started.control.renewed?.(i);
       const survivors: number[] = [];
       handles.forEach((h, j) => { if (j !== i && !dying.has(h)) survivors.push(j); });
       const acks = await Promise.all(survivors.map((j) => {
@@ -316,6 +321,7 @@ function answerClusterQuestions(started: Started, cluster: ClusterNode, log: Log
     cluster.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
   }
   const presence = startClusterPresence({ cluster, bus, shards: started.base.shards, log });
+  started.control.renewed = (shard) => presence.resend(shard);
   const counts = shareConnectionCounts({ cluster, counters: new ConnectionCounters(started.base.counters), appIds: started.base.config.apps.map((a) => a.id) });
   cluster.onStop(() => {
     counts.stop();

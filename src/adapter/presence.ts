@@ -31,7 +31,45 @@ export interface PresenceBus {
 export interface ClusterPresence {
   /** A shard's `cluster_member` (a node-local transition) or `cluster_count`. */
   fromShard(msg: Extract<ControlMsg, { type: 'cluster_member' | 'cluster_count' }>): void;
+  /**
+   * Shard `shard` was restarted (its rings are new, before the survivors re-announce):
+   * writes it the other nodes' members and counts of the channels it owns, which died with
+   * the old thread. Written before the survivors' restores, they are read before them.
+   */
+  resend(shard: number): void;
   stop(): void;
+}
+
+/** What the other nodes told this one, kept on the primary for shard restarts. */
+class Replica {
+  /** node → channel key → user key → [app, channel, user_id, user_info] */
+  readonly members = new Map<string, Map<string, Map<string, [string, string, unknown, unknown]>>>();
+  /** node → channel key → [app, channel, total] */
+  readonly counts = new Map<string, Map<string, ChannelCount>>();
+
+  member(node: string, op: 'added' | 'removed', app: string, channel: string, userId: unknown, userInfo: unknown): void {
+    const k = `${app}\u0000${channel}`;
+    let chans = this.members.get(node);
+    if (!chans) this.members.set(node, (chans = new Map<string, Map<string, [string, string, unknown, unknown]>>()));
+    let users = chans.get(k);
+    if (!users) chans.set(k, (users = new Map<string, [string, string, unknown, unknown]>()));
+    if (op === 'added') users.set(JSON.stringify(userId), [app, channel, userId, userInfo]);
+    else users.delete(JSON.stringify(userId));
+    if (users.size === 0) chans.delete(k);
+  }
+
+  count(node: string, [app, channel, total]: ChannelCount): void {
+    let chans = this.counts.get(node);
+    if (!chans) this.counts.set(node, (chans = new Map<string, ChannelCount>()));
+    const k = `${app}\u0000${channel}`;
+    if (total > 0) chans.set(k, [app, channel, total]);
+    else chans.delete(k);
+  }
+
+  drop(node: string): void {
+    this.members.delete(node);
+    this.counts.delete(node);
+  }
 }
 
 /** How long subscription counts are gathered before they go to the other nodes. */
@@ -48,20 +86,26 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
     }
   }
 
+  const replica = new Replica();
   const remoteCounts = (node: string, counts: ChannelCount[]) => {
-    for (const [app, channel, total] of counts) tell(ownerOf(app, channel, shards), { type: 'remote_count', node, app, channel, total });
+    for (const c of counts) {
+      replica.count(node, c);
+      const [app, channel, total] = c;
+      tell(ownerOf(app, channel, shards), { type: 'remote_count', node, app, channel, total });
+    }
+  };
+  const remoteMember = (node: string, op: 'added' | 'removed', app: string, channel: string, userId: unknown, userInfo: unknown) => {
+    replica.member(node, op, app, channel, userId, userInfo);
+    tell(ownerOf(app, channel, shards), { type: 'remote_member', op, node, app, channel, userId, userInfo });
   };
 
   cluster.onPeerMsg((msg) => {
     if (msg.t === 'member') {
-      const { node, op, app, channel, userId, userInfo } = msg;
-      tell(ownerOf(app, channel, shards), { type: 'remote_member', op, node, app, channel, userId, userInfo });
+      remoteMember(msg.node, msg.op, msg.app, msg.channel, msg.userId, msg.userInfo);
     } else if (msg.t === 'counts') {
       remoteCounts(msg.node, msg.counts);
     } else if (msg.t === 'sync' && msg.to === cluster.id) {
-      for (const [app, channel, userId, userInfo] of msg.members) {
-        tell(ownerOf(app, channel, shards), { type: 'remote_member', op: 'added', node: msg.node, app, channel, userId, userInfo });
-      }
+      for (const [app, channel, userId, userInfo] of msg.members) remoteMember(msg.node, 'added', app, channel, userId, userInfo);
       remoteCounts(msg.node, msg.counts);
     }
   });
@@ -92,6 +136,7 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
   });
 
   cluster.onNodeGone((node, failed) => {
+    replica.drop(node);
     const cleaner = failed && cluster.nodes().sort()[0] === cluster.id;
     for (let s = 0; s < shards; s++) tell(s, { type: 'remote_node_gone', node, webhooks: cleaner });
   });
@@ -104,6 +149,20 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
       }
       const { op, app, channel, userId, userInfo } = msg;
       cluster.broadcast({ t: 'member', node: cluster.id, op, app, channel, userId, userInfo });
+    },
+    resend(shard) {
+      for (const [node, chans] of replica.members) {
+        for (const users of chans.values()) {
+          for (const [app, channel, userId, userInfo] of users.values()) {
+            if (ownerOf(app, channel, shards) === shard) tell(shard, { type: 'remote_member', op: 'added', node, app, channel, userId, userInfo });
+          }
+        }
+      }
+      for (const [node, chans] of replica.counts) {
+        for (const [app, channel, total] of chans.values()) {
+          if (ownerOf(app, channel, shards) === shard) tell(shard, { type: 'remote_count', node, app, channel, total });
+        }
+      }
     },
     stop() {
       clearInterval(flush);

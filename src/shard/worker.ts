@@ -134,6 +134,7 @@ function onControl(msg: ControlMsg, from: number): void {
 const failover = createFailover({
   init, bus, owner: owner.store, sockets, log, post, onControl,
   users: { owner: users, watchlists },
+  remote: owner.remote,
   stopping: () => stopping,
   closeEverything: () => {
     stopping = true; // closing sockets send no unsub / presence_leave: the rebuild accounts for them
