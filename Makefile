@@ -4,7 +4,7 @@
 NPM ?= npm
 NODE ?= node
 
-.PHONY: all install build deps bench-deps run lint test test-1 test-4 bench bench-smoke bench-shards clean
+.PHONY: all install build deps bench-deps run lint test test-1 test-4 bench bench-smoke bench-shards bench-cluster clean
 
 all: build
 
@@ -57,6 +57,11 @@ bench-smoke: build bench-deps
 # CPU time per publish to a channel with one subscriber, workers 1, 2, 4, 8, 16 (~4 min).
 bench-shards: build
 	$(NODE) dist/bench/shards/cpu-per-publish.js
+
+# Two nodes through Redis and through NATS against one node: latency at 1,000 publishes/s
+# to 1,000 subscribers split over the nodes, and closed-loop fan-out (~2 min).
+bench-cluster: build deps
+	$(NODE) dist/bench/cluster/latency.js
 
 clean:
 	rm -rf dist node_modules/.install-stamp

@@ -8,8 +8,15 @@ import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
+import { shareConnectionCounts } from './adapter/connections';
+import { startClusterPresence } from './adapter/presence';
+import { ADAPTER_CONNECT_TIMEOUT_MS, createTransport, startClusterNode, subjectPrefix, type ClusterNode } from './adapter';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
 import type { ConsoleServer } from './console/server';
+import type { ControlMsg } from './bus/messages';
+import { CacheChannels } from './channels/cache';
+import { nodeAnswer, type ClusterQuestion } from './channels/cluster-directory';
+import { createBusDirectory } from './channels/directory';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
@@ -76,6 +83,8 @@ export interface RunningServer {
    * local API and client events. null when not asked for.
    */
   readonly bridge: Bridge | null;
+  /** This process as a node of a cluster (adapter.driver redis, redis-cluster, nats); null with `local`. */
+  readonly cluster: Pick<ClusterNode, 'id' | 'nodes' | 'isUp'> | null;
 }
 
 export interface StartOptions {
@@ -101,6 +110,12 @@ interface Started {
   /** Current socket_id prefix per index; `usedPrefixes` holds every one ever handed out. */
   prefixes: string[];
   usedPrefixes: Set<string>;
+  /** Control messages a shard sends the primary (the cluster's questions); set once the cluster is up. */
+  control: {
+    handler: ((msg: ControlMsg, from: number) => void) | null;
+    /** A shard's rings were renewed for its replacement (the cluster re-sends its remote state). */
+    renewed: ((shard: number) => void) | null;
+  };
 }
 
 async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger): Promise<Started | null> {
@@ -109,19 +124,27 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const counters = ConnectionCounters.allocate(slotCapacity(config.apps.length));
   const ratelimit = allocateRateLimiterMemory(config);
   const interest = allocateInterest(shards);
+  const clusterUp = new SharedArrayBuffer(4);
   // The primary is the last endpoint of the mesh: it publishes into the shards (by
   // interest) and receives what they hand it (channels/bridge.ts).
   const bus = new Bus(shards, topology);
-  const endpoint = createPrimaryEndpoint({ bus, interest, shards, log });
+  const endpoint = createPrimaryEndpoint({
+    bus, interest, shards, log,
+    cache: config.cache.driver === 'memory' ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null,
+  });
+  const control: Started['control'] = { handler: null, renewed: null };
   bus.start({
     onPublish: (f) => endpoint.received(f),
-    onControl: (msg) => log.warn({ type: msg.type }, 'primary: unexpected control message from a shard'),
+    onControl: (msg, from) => {
+      if (control.handler) control.handler(msg, from);
+      else log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
+    },
     onError: (err, type) => log.error({ err, frameType: type }, 'primary: bus frame handler failed'),
   });
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, bridge, port, testHooks };
+  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, clusterUp, bridge, port, testHooks };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {
@@ -130,7 +153,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
     readies.push(ready);
   }
   const results = await Promise.all(readies);
-  if (results.every((r) => r.type === 'ready')) return { bus, endpoint, handles, port, base, prefixes: ids, usedPrefixes };
+  if (results.every((r) => r.type === 'ready')) return { bus, endpoint, handles, port, base, prefixes: ids, usedPrefixes, control };
   await stopShards(handles, 2000, log);
   bus.stop();
   return null;
@@ -245,6 +268,7 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
       renewRings(topo, i, topo.ringBytes);
       started.bus.rewire(i, topo.rings[topo.threads - 1][i]!, topo.rings[i][topo.threads - 1]!, topo.doorbells[i]);
       new Interest(base.interest, base.shards, -1).clearShard(i);
+      started.control.renewed?.(i);
       const survivors: number[] = [];
       handles.forEach((h, j) => { if (j !== i && !dying.has(h)) survivors.push(j); });
       const acks = await Promise.all(survivors.map((j) => {
@@ -301,6 +325,43 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
   };
 }
 
+/** How long a node waits for the other nodes' answers to a channel question (then answers with what came). */
+const CLUSTER_QUESTION_TIMEOUT_MS = 2000;
+
+/**
+ * The primary's part in cluster-wide channel questions: a shard's question goes to every
+ * other node; another node's question is answered from this node's owner shards.
+ */
+function answerClusterQuestions(started: Started, cluster: ClusterNode, log: Logger, metrics: MetricsSink): (msg: ControlMsg, from: number) => void {
+  const { bus } = started;
+  const local = createBusDirectory({ bus, shards: started.base.shards, log, metrics });
+  for (const kind of ['info', 'list', 'members', 'terminate_user'] as const) {
+    // the body is the asking node's ClusterQuestion (kind included)
+    cluster.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
+  }
+  const presence = startClusterPresence({ cluster, bus, shards: started.base.shards, log });
+  started.control.renewed = (shard) => presence.resend(shard);
+  const counts = shareConnectionCounts({ cluster, counters: new ConnectionCounters(started.base.counters), slots: () => started.base.appSlots });
+  cluster.onStop(() => {
+    counts.stop();
+    presence.stop();
+  });
+  return (msg, from) => {
+    if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
+    if (msg.type !== 'cluster_ask') {
+      log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
+      return;
+    }
+    void cluster.ask(msg.question.kind, msg.question, CLUSTER_QUESTION_TIMEOUT_MS).then(({ answers, complete }) => {
+      if (!complete) {
+        metrics.inc('adapter_errors_total');
+        log.warn({ question: msg.question.kind, nodes: cluster.nodes().length, answers: answers.length }, 'cluster: not every node answered; answering with what came');
+      }
+      bus.reply(from, msg.req, answers);
+    });
+  };
+}
+
 /** Starts every shard on the configured port (0: a free one is picked) and resolves when all listen. */
 export async function start(config: Config, log: Logger = createLogger(config.log), opts: StartOptions = {}): Promise<RunningServer> {
   assertSupported(config);
@@ -316,8 +377,29 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   if (unixProblem) throw new ListenError(unixProblem);
   for (let i = 0; i < attempts; i++) {
     const port = config.port === 0 ? await freePort(config.host) : config.port;
-    const started = await startOnce(config, port, testHooks, opts.bridge === true, log);
+    // A cluster adapter needs every local publish on the primary (channels/bridge.ts).
+    const transport = createTransport(config);
+    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log);
     if (!started) continue;
+    let cluster: ClusterNode | null = null;
+    if (transport) {
+      try {
+        cluster = await startClusterNode({
+          transport, prefix: subjectPrefix(config), bridge: started.endpoint, health: config.adapter.cluster_health,
+          log, metrics: primaryMetrics ?? noMetrics,
+        }, ADAPTER_CONNECT_TIMEOUT_MS);
+        started.control.handler = answerClusterQuestions(started, cluster, log, primaryMetrics ?? noMetrics);
+        // the shards' /up/{appId} reads it
+        const up = new Int32Array(started.base.clusterUp);
+        Atomics.store(up, 0, cluster.isUp() ? 1 : 0);
+        transport.onState((isUp) => Atomics.store(up, 0, isUp ? 1 : 0));
+      } catch (err) {
+        await transport.close().catch(() => undefined);
+        await stopShards(started.handles, config.shutdown_grace_period, log);
+        started.bus.stop();
+        throw err;
+      }
+    }
     let metricsServer: MetricsServer | null = null;
     if (primaryMetrics) {
       const m = config.metrics;
@@ -328,6 +410,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
           shards: () => started.handles.map((h) => h.worker),
         });
       } catch (err) {
+        await cluster?.stop();
         await stopShards(started.handles, config.shutdown_grace_period, log);
         started.bus.stop();
         throw new ListenError(`could not listen on ${m.host}:${m.port} for metrics: ${(err as Error).message}`);
@@ -342,6 +425,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         consoleServer = await openConsole({ config, base: started.base, bus: started.bus, endpoint: started.endpoint, handles: () => started.handles, reloader, log });
       } catch (err) {
         await metricsServer?.close();
+        await cluster?.stop();
         await stopShards(started.handles, config.shutdown_grace_period, log);
         started.bus.stop();
         throw new ListenError(`could not start the console on ${cc.host}:${cc.port}: ${(err as Error).message}`);
@@ -354,13 +438,14 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         redirect = await startRedirectServer(config, port);
       } catch (err) {
         await metricsServer?.close();
+        await cluster?.stop();
         await stopShards(started.handles, config.shutdown_grace_period, log);
         started.bus.stop();
         await consoleServer?.close();
         throw new ListenError(`could not listen on ${config.host}:${config.ssl.http_port} for the HTTP→HTTPS redirect: ${(err as Error).message}`);
       }
     }
-    log.info(startupSummary(config, { port, metricsPort: metricsServer?.port ?? null, redirectPort: redirect?.port ?? null }), 'ringcast listening');
+    log.info({ ...startupSummary(config, { port, metricsPort: metricsServer?.port ?? null, redirectPort: redirect?.port ?? null }), node: cluster?.id }, 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
     let stopping: Promise<void> | null = null;
     const server: RunningServer = {
@@ -371,6 +456,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       get config() { return reloader.current(); },
       reload: (next) => reloader.reload(next),
       bridge: opts.bridge ? started.endpoint : null,
+      cluster,
       testPauseBus(shard: number, ms: number) {
         const h = started.handles[shard];
         if (!testHooks || !h) {
@@ -405,6 +491,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       },
       stop() {
         stopping ??= Promise.all([metricsServer?.close(), consoleServer?.close(), redirect?.close()])
+          .then(() => cluster?.stop()) // other nodes forget this one now (`bye`)
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets

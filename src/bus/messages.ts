@@ -50,6 +50,26 @@ export type ControlMsg =
    */
   | { type: 'restore'; channels: RestoreChannel[]; last: boolean }
   /**
+   * Shard → primary: a question for every other node of the cluster (channels/
+   * cluster-directory.ts); answered with { answers, complete }.
+   */
+  | { type: 'cluster_ask'; req: number; from: number; question: { kind: string } & Record<string, unknown> }
+  /** Owner shard → primary (in a cluster): a node-local presence transition, for the other nodes. */
+  | { type: 'cluster_member'; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
+  /** Primary → owner shard: another node's presence transition (channels/remote-presence.ts). */
+  | { type: 'remote_member'; op: 'added' | 'removed'; node: string; app: string; channel: string; userId: unknown; userInfo: unknown }
+  /** Owner shard → primary (in a cluster): this node's subscription count of a channel. */
+  | { type: 'cluster_count'; app: string; channel: string; total: number }
+  /** Primary → owner shard: another node's subscription count of a channel. */
+  | { type: 'remote_count'; node: string; app: string; channel: string; total: number }
+  /**
+   * Primary → every shard: a node stopped or was declared failed; its members go.
+   * `webhooks`: this node is the one survivor that sends their member_removed webhooks.
+   */
+  | { type: 'remote_node_gone'; node: string; webhooks: boolean }
+  /** Primary → owner shard: its presence members and subscription counts ({ members, counts }), for a node that just joined. */
+  | { type: 'local_presence'; req: number; from: number }
+  /**
    * Watchlists (channels/users.ts), to the owner of the user (userOwnerOf): a signed-in
    * connection of an app with enable_watchlist_events was added (+1) or closed (-1) on `shard`.
    */

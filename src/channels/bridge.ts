@@ -10,6 +10,7 @@
 
 import type { Logger } from 'pino';
 import type { PublishFrame } from '../bus/messages';
+import type { CacheChannels } from './cache';
 import { Interest } from './interest';
 import { createPublisher, type OutboundStage, type Outgoing, type PipelineBus } from './publisher';
 
@@ -43,8 +44,16 @@ export interface PrimaryEndpoint extends Bridge {
   received(f: PublishFrame): void;
 }
 
-export function createPrimaryEndpoint(deps: { bus: PipelineBus; interest: SharedArrayBuffer; shards: number; log: Logger }): PrimaryEndpoint {
+export function createPrimaryEndpoint(deps: {
+  bus: PipelineBus;
+  interest: SharedArrayBuffer;
+  shards: number;
+  log: Logger;
+  /** cache.driver memory: a remote API publish to a cache channel is remembered by its owner here too. */
+  cache?: CacheChannels | null;
+}): PrimaryEndpoint {
   const publisher = createPublisher({
+    cache: deps.cache ?? null,
     bus: deps.bus,
     interest: new Interest(deps.interest, deps.shards, -1),
     shards: deps.shards,

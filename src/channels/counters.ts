@@ -1,22 +1,28 @@
 // Process-wide connection counts per app, shared by every shard through one
 // SharedArrayBuffer and updated with Atomics: max_connections holds across shards
 // without a message round trip.
+//
+// In a cluster the buffer has a second row: per app, the connections the other nodes
+// last reported (written by the primary, adapter/connections.ts). A connection is
+// admitted when this process's count plus that row stays within max_connections.
 
 export class ConnectionCounters {
   private readonly counts: Int32Array;
+  private readonly apps: number;
 
   static allocate(apps: number): SharedArrayBuffer {
-    return new SharedArrayBuffer(Math.max(1, apps) * 4);
+    return new SharedArrayBuffer(Math.max(1, apps) * 2 * 4);
   }
 
   constructor(sab: SharedArrayBuffer) {
     this.counts = new Int32Array(sab);
+    this.apps = this.counts.length / 2;
   }
 
-  /** Takes a connection slot; false (nothing taken) when the app is at `max`. */
+  /** Takes a connection slot; false (nothing taken) when the app is at `max` (over the cluster). */
   tryAcquire(appIdx: number, max: number | null): boolean {
     const after = Atomics.add(this.counts, appIdx, 1) + 1;
-    if (max !== null && after > max) {
+    if (max !== null && after + Atomics.load(this.counts, this.apps + appIdx) > max) {
       Atomics.sub(this.counts, appIdx, 1);
       return false;
     }
@@ -27,7 +33,17 @@ export class ConnectionCounters {
     Atomics.sub(this.counts, appIdx, 1);
   }
 
+  /** This process's connections of the app. */
   get(appIdx: number): number {
     return Atomics.load(this.counts, appIdx);
+  }
+
+  /** The other nodes' connections of the app (cluster; 0 on a single node). */
+  remote(appIdx: number): number {
+    return Atomics.load(this.counts, this.apps + appIdx);
+  }
+
+  setRemote(appIdx: number, n: number): void {
+    Atomics.store(this.counts, this.apps + appIdx, n);
   }
 }

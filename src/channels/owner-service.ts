@@ -19,16 +19,25 @@ import { isPresence } from '../protocol/channels';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import type { CacheStore } from './cache';
-import { OwnerStore, type OwnerEvents } from './owner';
+import { OwnerStore, userKey, type OwnerEvents } from './owner';
+import { RemoteCounts, RemotePresence } from './remote-presence';
 import type { Outgoing, Publisher } from './publisher';
 import { topicOf } from './topic';
 
 /** Owner messages this service answers (the rest of ControlMsg is the shard's business). */
-export type OwnerMsg = Extract<ControlMsg, { type: 'sub' | 'presence_join' | 'presence_leave' | 'channel_info' | 'channels_list' | 'members' | 'cache_set' | 'cache_get' }>;
+export type OwnerMsg = Extract<ControlMsg, { type: 'sub' | 'presence_join' | 'presence_leave' | 'channel_info' | 'channels_list' | 'members' | 'cache_set' | 'cache_get' | 'remote_member' | 'remote_count' | 'remote_node_gone' | 'local_presence' }>;
 
 const OWNER_TYPES: ReadonlySet<string> = new Set<OwnerMsg['type']>([
   'sub', 'presence_join', 'presence_leave', 'channel_info', 'channels_list', 'members', 'cache_set', 'cache_get',
+  'remote_member', 'remote_count', 'remote_node_gone', 'local_presence',
 ]);
+
+/** Node-local presence transitions, told to the other nodes (in a cluster; through the primary). */
+export interface ClusterPresencePort {
+  memberChanged(m: { op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }): void;
+  /** This node's subscription count of a channel changed (the primary coalesces them). */
+  countChanged(c: { app: string; channel: string; total: number }): void;
+}
 
 export function isOwnerMsg(msg: ControlMsg): msg is OwnerMsg {
   return OWNER_TYPES.has(msg.type);
@@ -53,10 +62,14 @@ export interface OwnerServiceDeps {
   hooks?: OwnerHooks;
   /** subscription_count coalescing window (ms). */
   countDelayMs?: number;
+  /** In a cluster: where node-local presence transitions go (null or absent: a single node). */
+  cluster?: ClusterPresencePort | null;
 }
 
 export interface OwnerService {
   readonly store: OwnerStore;
+  /** Other nodes' members of the channels this shard owns (empty on a single node). */
+  readonly remote: RemotePresence;
   handle(msg: OwnerMsg, from: number): void;
   /** Cancels pending subscription_count timers. */
   stop(): void;
@@ -72,6 +85,11 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
   const hooks = deps.hooks ?? {};
   const countDelay = deps.countDelayMs ?? COUNT_DELAY_MS;
   const countTimers = new Map<string, NodeJS.Timeout>();
+  const cluster = deps.cluster ?? null;
+  const remote = new RemotePresence();
+  const remoteCounts = new RemoteCounts();
+  const member = (op: 'added' | 'removed', app: string, channel: string, userId: unknown, userInfo: unknown, except = '') =>
+    publisher.member({ type: 'member', op, app, channel, userId, userInfo, except });
 
   function presenceMembers(app: string, channel: string): void {
     if (meters.enabled) metrics.set('presence_members', { app_id: app, channel }, store.info(app, channel).user_count ?? 0);
@@ -83,7 +101,8 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
     if (countTimers.has(key)) return;
     const timer = setTimeout(() => {
       countTimers.delete(key);
-      const n = store.info(app, channel).subscription_count;
+      // in a cluster: this node's subscriptions and the other nodes' last reports
+      const n = store.info(app, channel).subscription_count + remoteCounts.sum(app, channel);
       if (n === 0) return;
       const msg: Outgoing = {
         kind: 'count', app, channel, except: '',
@@ -102,28 +121,37 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
 
   const store = new OwnerStore(deps.shards, {
     countChanged: (app, channel, total) => {
+      cluster?.countChanged({ app, channel, total });
       countChanged(app, channel);
-      hooks.countChanged?.(app, channel, total);
+      hooks.countChanged?.(app, channel, total + remoteCounts.sum(app, channel));
     },
+    // In a cluster the hooks hear of occupied / vacated only when no other node has
+    // subscribers (the node whose transition made the cluster's decides; adapter/presence.ts).
     occupied: (app, channel) => {
       meters.app(app).channelsActive.inc();
       log.debug({ app, channel }, 'channel occupied');
-      hooks.occupied?.(app, channel);
+      if (remoteCounts.sum(app, channel) === 0) hooks.occupied?.(app, channel);
     },
     vacated: (app, channel) => {
       meters.app(app).channelsActive.dec();
       if (meters.enabled && isPresence(channel)) metrics.remove('presence_members', { app_id: app, channel });
       log.debug({ app, channel }, 'channel vacated');
-      hooks.vacated?.(app, channel);
+      if (remoteCounts.sum(app, channel) === 0) hooks.vacated?.(app, channel);
     },
+    // In a cluster these are node-local transitions: the other nodes are told, and the
+    // clients (and hooks) only hear of a user no other node has (adapter/presence.ts).
     memberAdded: (app, channel, userId, userInfo, except) => {
       presenceMembers(app, channel);
-      publisher.member({ type: 'member', op: 'added', app, channel, userId, userInfo, except });
+      cluster?.memberChanged({ op: 'added', app, channel, userId, userInfo });
+      if (remote.has(app, channel, userKey(userId))) return;
+      member('added', app, channel, userId, userInfo, except);
       hooks.memberAdded?.(app, channel, userId, userInfo, except);
     },
     memberRemoved: (app, channel, userId) => {
       presenceMembers(app, channel);
-      publisher.member({ type: 'member', op: 'removed', app, channel, userId, userInfo: null, except: '' });
+      cluster?.memberChanged({ op: 'removed', app, channel, userId, userInfo: null });
+      if (remote.has(app, channel, userKey(userId))) return;
+      member('removed', app, channel, userId, null);
       hooks.memberRemoved?.(app, channel, userId);
     },
     restored: (app, channel) => {
@@ -132,16 +160,58 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
     },
   });
 
+  const localHas = (app: string, channel: string, id: unknown) => store.memberMap(app, channel).has(userKey(id));
+
   return {
     store,
+    remote,
     handle(msg, from) {
       switch (msg.type) {
         case 'sub':
           return store.sub(msg.app, msg.channel, msg.shard, msg.delta);
         case 'presence_join': {
-          const max = apps.byId(msg.app)?.max_presence_members_per_channel ?? deps.defaultMaxMembers;
-          return deps.reply(from, msg.req, store.join(msg.app, msg.channel, from, msg.socketId, msg.userId, msg.userInfo, max));
+          const { app, channel } = msg;
+          const local = store.memberMap(app, channel);
+          // the limit counts the users of the whole cluster (remote ones not also here)
+          const max = (apps.byId(app)?.max_presence_members_per_channel ?? deps.defaultMaxMembers) - remote.othersThan(app, channel, local);
+          const reply = store.join(app, channel, from, msg.socketId, msg.userId, msg.userInfo, max);
+          if (reply.ok) {
+            for (const m of remote.members(app, channel)) if (!local.has(userKey(m[0]))) reply.members.push(m);
+          }
+          return deps.reply(from, msg.req, reply);
         }
+        case 'remote_member': {
+          const { app, channel, node, userId } = msg;
+          if (msg.op === 'added') {
+            const present = localHas(app, channel, userId) || remote.has(app, channel, userKey(userId));
+            remote.add(app, channel, node, userId, msg.userInfo);
+            if (!present) member('added', app, channel, userId, msg.userInfo);
+          } else if (remote.remove(app, channel, node, userKey(userId)) && !localHas(app, channel, userId)) {
+            member('removed', app, channel, userId, null);
+          }
+          return;
+        }
+        case 'remote_count': {
+          const { app, channel } = msg;
+          const { before, after } = remoteCounts.set(app, channel, msg.node, msg.total);
+          if (before !== after) countChanged(app, channel);
+          return;
+        }
+        case 'remote_node_gone': {
+          for (const [app, channel, userId] of remote.dropNode(msg.node)) {
+            if (localHas(app, channel, userId)) continue;
+            member('removed', app, channel, userId, null);
+            if (msg.webhooks) hooks.memberRemoved?.(app, channel, userId);
+          }
+          for (const [app, channel] of remoteCounts.dropNode(msg.node)) {
+            countChanged(app, channel);
+            // the dead node had the channel's last subscribers: vacated, told by one survivor
+            if (msg.webhooks && remoteCounts.sum(app, channel) === 0 && !store.info(app, channel).occupied) hooks.vacated?.(app, channel);
+          }
+          return;
+        }
+        case 'local_presence':
+          return deps.reply(from, msg.req, { members: store.presenceEntries(), counts: store.countEntries() });
         case 'presence_leave':
           return store.leave(msg.app, msg.channel, msg.shard, msg.userKey);
         case 'channel_info':

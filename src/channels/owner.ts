@@ -185,6 +185,24 @@ export class OwnerStore {
     return Array.from(rec.members.values(), (m) => [m.id, m.info] as [unknown, unknown]);
   }
 
+  /** Every member of every presence channel this shard owns: [app, channel, user_id, user_info]. */
+  presenceEntries(): [string, string, unknown, unknown][] {
+    const out: [string, string, unknown, unknown][] = [];
+    for (const [app, chans] of this.apps) {
+      for (const [channel, rec] of chans) {
+        if (rec.members) for (const m of rec.members.values()) out.push([app, channel, m.id, m.info]);
+      }
+    }
+    return out;
+  }
+
+  /** Every channel this shard owns with subscribers: [app, channel, subscription count]. */
+  countEntries(): [string, string, number][] {
+    const out: [string, string, number][] = [];
+    for (const [app, chans] of this.apps) for (const [channel, rec] of chans) if (rec.total > 0) out.push([app, channel, rec.total]);
+    return out;
+  }
+
   private get(app: string, channel: string): ChannelRecord | undefined {
     return this.apps.get(app)?.get(channel);
   }

@@ -156,6 +156,8 @@ export class Rebuild {
     private readonly replay: (msg: ControlMsg, from: number) => void,
     private readonly onDone: (r: Rebuild) => void,
     timeoutMs = 3000,
+    /** In a cluster: the other nodes' members (the primary re-sent them before the restores). */
+    private readonly remote: { members(app: string, channel: string): [unknown, unknown][] } | null = null,
   ) {
     this.waiting = new Set(expected);
     if (this.waiting.size === 0) {
@@ -207,6 +209,16 @@ export class Rebuild {
     if (this.waiting.size === 0) queueMicrotask(() => this.finish());
   }
 
+  /** Members now: this node's (restored) and, in a cluster, the other nodes'. */
+  private currentMembers(app: string, channel: string): ReadonlyMap<string, { id: unknown; info: unknown }> {
+    const local = this.owner.memberMap(app, channel);
+    const others = this.remote?.members(app, channel) ?? [];
+    if (others.length === 0) return local;
+    const all = new Map<string, { id: unknown; info: unknown }>(local);
+    for (const [id, info] of others) if (!all.has(userKey(id))) all.set(userKey(id), { id, info });
+    return all;
+  }
+
   /** An owner operation that must wait for the rebuild. */
   defer(msg: ControlMsg, from: number): void {
     this.deferred.push({ msg, from });
@@ -218,7 +230,7 @@ export class Rebuild {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     for (const { app, channel, byShard } of this.shadows.values()) {
-      const current = this.owner.memberMap(app, channel);
+      const current = this.currentMembers(app, channel);
       for (const [shard, known] of byShard) {
         for (const [k, id] of known) {
           if (current.has(k)) continue;

@@ -1,6 +1,6 @@
 // Options the config accepts (they are all in the spec) but whose engine part is not in
-// this build yet. Setting one is refused at startup with the key named, rather than
-// silently running without it (e.g. a redis adapter quietly behaving as a single node).
+// this build yet, or that ringcast's design has no use for. Setting one is refused at
+// startup with the key named and the reason, rather than silently running without it.
 
 import { defaultConfig } from './defaults';
 import type { Config } from './types';
@@ -10,22 +10,31 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   const no = (key: string, what: string) =>
     issues.push({ key, message: `${key}: ${what} is not available in this build of ringcast yet` });
-  if (c.adapter.driver !== 'local') no('adapter.driver', `the ${c.adapter.driver} adapter (multi-node)`);
   if (c.cache.driver === 'redis' || c.cache.driver === 'redis-cluster') no('cache.driver', `the ${c.cache.driver} cache driver`);
   if (c.queue.driver !== 'sync') no('queue.driver', `the ${c.queue.driver} queue driver`);
   if (c.tag_filtering.enabled) no('tag_filtering.enabled', 'tag filtering');
-  // Every Redis client is one pipelined ioredis connection per thread: there is no pool to size.
-  const pool = defaultConfig().database;
-  if (c.database.pooling.enabled) no('database.pooling.enabled', 'a Redis connection pool (each thread uses one pipelined connection)');
-  for (const [key, v, d] of [
-    ['database.pooling.min', c.database.pooling.min, pool.pooling.min], ['database.pooling.max', c.database.pooling.max, pool.pooling.max],
-    ['database.redis.pool_min', c.database.redis.pool_min, pool.redis.pool_min], ['database.redis.pool_max', c.database.redis.pool_max, pool.redis.pool_max],
-  ] as const) {
-    if (v !== d) no(key, 'sizing a Redis connection pool (each thread uses one pipelined connection)');
-  }
   c.apps.forEach((app, i) => {
     if (app.webhooks.length > 0) no(`apps[${i}].webhooks`, 'webhook delivery');
+    // the user owners count signed-in connections per process, not yet over the cluster
+    if (c.adapter.driver !== 'local' && app.enable_watchlist_events) {
+      no(`apps[${i}].enable_watchlist_events`, `watchlist events across nodes (adapter.driver ${c.adapter.driver})`);
+    }
   });
+  // Options of other servers' designs that ringcast's does not have: refused with the reason
+  // rather than accepted and ignored.
+  const never = (key: string, why: string) => issues.push({ key, message: `${key}: ${why}` });
+  const d = defaultConfig();
+  const oneConnection = 'ringcast keeps one command and one subscriber connection per backend and process: ' +
+    'one connection is what keeps a node\'s publishes in order, so it has no connection pool to size';
+  if (c.database.pooling.enabled) never('database.pooling.enabled', oneConnection);
+  if (c.database.pooling.min !== d.database.pooling.min) never('database.pooling.min', oneConnection);
+  if (c.database.pooling.max !== d.database.pooling.max) never('database.pooling.max', oneConnection);
+  if (c.database.redis.pool_min !== d.database.redis.pool_min) never('database.redis.pool_min', oneConnection);
+  if (c.database.redis.pool_max !== d.database.redis.pool_max) never('database.redis.pool_max', oneConnection);
+  if (c.adapter.buffer_multiplier_per_cpu !== d.adapter.buffer_multiplier_per_cpu) {
+    never('adapter.buffer_multiplier_per_cpu', 'the adapter has no per-CPU buffer: each publish goes to the backend connection at once, ' +
+      'and while the backend is down it is dropped and counted (adapter_errors_total), never queued');
+  }
   return issues;
 }
 

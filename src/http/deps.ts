@@ -21,6 +21,8 @@ export interface ApiDeps {
   limiter: RateLimiter;
   /** Cache channels: null (or absent) with cache.driver `none` (channels/cache.ts). */
   cache?: CacheChannels | null;
+  /** In a cluster: whether the adapter's backend is reachable (absent: a single node). */
+  clusterUp?: () => boolean;
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
 }

@@ -17,6 +17,7 @@ import type { Bus } from '../bus/bus';
 import type { ControlMsg } from '../bus/messages';
 import type { OwnerStore } from '../channels/owner';
 import { PresenceShadows, RESTORE_BATCH, Rebuild, collectRestore, type LocalSocket } from '../channels/rebuild';
+import type { RemotePresence } from '../channels/remote-presence';
 import type { UserOwner } from '../channels/users';
 import type { Watchlists } from '../ws/watchlist';
 import type { Socket } from '../ws/types';
@@ -45,6 +46,8 @@ export interface FailoverDeps {
   stopping(): boolean;
   /** Watchlists: the owner records of this shard's users, and its watchers (channels/users.ts). */
   users?: { owner: UserOwner; watchlists: Watchlists };
+  /** In a cluster: the other nodes' members of the channels this shard owns (channels/remote-presence.ts). */
+  remote?: RemotePresence;
 }
 
 export interface Failover {
@@ -94,7 +97,7 @@ export function createFailover(deps: FailoverDeps): Failover {
       if (s.timedOut) log.warn({ missing: r.pending }, 'rebuild: some shards did not re-announce in time; going on without them');
       log.info(s, 'rebuild done: channel records of this shard restored from the surviving shards');
       deps.post({ type: 'restored', ...s });
-    });
+    }, undefined, deps.remote ?? null);
   }
 
   function localSockets(): Iterable<LocalSocket> {

@@ -18,8 +18,10 @@ export interface ShardInit {
   shardId: number;
   shards: number;
   topology: BusTopology;
-  /** ConnectionCounters memory (one Int32 per app). */
+  /** ConnectionCounters memory (per app: this process's connections, and the other nodes'). */
   counters: SharedArrayBuffer;
+  /** Int32[1], written by the primary: 1 while the cluster adapter's backend is reachable (adapter.driver not local). */
+  clusterUp: SharedArrayBuffer;
   /** Interest routing table (channels/interest.ts): which shards have subscribers of a channel. */
   interest: SharedArrayBuffer;
   /**

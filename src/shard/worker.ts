@@ -10,6 +10,7 @@ import type { ControlMsg } from '../bus/messages';
 import { CacheChannels, CacheStore } from '../channels/cache';
 import { ConnectionCounters } from '../channels/counters';
 import { bridgeOut } from '../channels/bridge';
+import { createClusterDirectory } from '../channels/cluster-directory';
 import { createBusDirectory } from '../channels/directory';
 import { Interest } from '../channels/interest';
 import { createOwnerService, isOwnerMsg } from '../channels/owner-service';
@@ -80,12 +81,34 @@ const publisher = createPublisher({
   // the primary is thread `shards` of the mesh (bus/topology.ts)
   stages: { adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])] },
 });
-const directory = createBusDirectory({ bus, shards, log: logOf('bus'), metrics });
+const localDirectory = createBusDirectory({ bus, shards, log: logOf('bus'), metrics });
+// In a cluster the channel questions also go to every other node, through the primary
+// (thread `shards`; adapter/, channels/cluster-directory.ts).
+const directory = config.adapter.driver === 'local'
+  ? localDirectory
+  : createClusterDirectory(localDirectory, (question) => bus.request<unknown[]>(shards, { type: 'cluster_ask', question }));
 const owner = createOwnerService({
   shards, apps, cacheStore,
   publisher: tap ? { publishOne: (m) => publisher.publishOne(m), member: (m) => { tap.member(m); publisher.member(m); } } : publisher, log: logOf('channels'), metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,
   reply: (to, req, body) => bus.reply(to, req, body),
+  // in a cluster, node-local presence transitions go to the other nodes through the primary
+  cluster: config.adapter.driver === 'local' ? null : {
+    memberChanged: (m) => {
+      try {
+        bus.control(shards, { type: 'cluster_member', ...m });
+      } catch (err) {
+        log.error({ err, channel: m.channel }, 'could not tell the primary about a presence change: the other nodes miss it');
+      }
+    },
+    countChanged: (c) => {
+      try {
+        bus.control(shards, { type: 'cluster_count', ...c });
+      } catch (err) {
+        log.error({ err, channel: c.channel }, 'could not tell the primary about a subscription count: the other nodes miss it');
+      }
+    },
+  },
 });
 
 /** Watchlists: the online state of the users hashed to this shard, and this shard's watchers. */
@@ -120,6 +143,7 @@ function onControl(msg: ControlMsg, from: number): void {
 const failover = createFailover({
   init, bus, owner: owner.store, sockets, log, post, onControl,
   users: { owner: users, watchlists },
+  remote: owner.remote,
   stopping: () => stopping,
   closeEverything: () => {
     stopping = true; // closing sockets send no unsub / presence_leave: the rebuild accounts for them
@@ -160,8 +184,10 @@ bus.start({
   onError: (err, type) => log.error({ err, frameType: type }, 'bus frame handler failed'),
 });
 
+const clusterUp = new Int32Array(init.clusterUp);
 registerRoutes(uws, {
   config, apps, publisher, directory, log: logOf('http'), metrics, limiter, cache,
+  clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
   stopping: () => stopping,
 });
 

@@ -11,7 +11,7 @@ import { eventually } from '../helpers/server';
 
 const noLog = { error: () => undefined, warn: () => undefined, info: () => undefined, debug: () => undefined } as never;
 
-function service(opts: { countEvents?: boolean; maxMembers?: number } = {}) {
+function service(opts: { countEvents?: boolean; maxMembers?: number; cluster?: boolean } = {}) {
   const config = loadConfig({
     env: {},
     overrides: {
@@ -26,7 +26,13 @@ function service(opts: { countEvents?: boolean; maxMembers?: number } = {}) {
   const members: MemberMsg[] = [];
   const replies: { to: number; req: number; body: unknown }[] = [];
   const events: string[] = [];
+  /** What the owner told the other nodes (in a cluster). */
+  const told: string[] = [];
   const svc: OwnerService = createOwnerService({
+    cluster: opts.cluster ? {
+      memberChanged: (m) => told.push(`${m.op} ${m.channel} ${String(m.userId)}`),
+      countChanged: (c) => told.push(`count ${c.channel} ${c.total}`),
+    } : null,
     shards: 4,
     apps: new AppRegistry(config.apps),
     defaultMaxMembers: 100,
@@ -56,7 +62,7 @@ function service(opts: { countEvents?: boolean; maxMembers?: number } = {}) {
     svc.handle(m, from);
   };
   t.teardown(() => svc.stop());
-  return { svc, published, members, replies, events, ask, tell };
+  return { svc, published, members, replies, events, told, ask, tell };
 }
 
 t.test('subscriptions: occupied once, counts across shards, vacated once', async (t) => {
@@ -125,4 +131,70 @@ t.test('only owner messages are the service\'s', async (t) => {
   t.equal(isOwnerMsg({ type: 'terminate_user', app: 'a', userId: 'u' }), false);
   t.equal(isOwnerMsg({ type: 'reply', req: 1, body: null }), false);
   t.equal(isOwnerMsg({ type: 'sub', app: 'a', channel: 'c', shard: 0, delta: 1 }), true);
+});
+
+// ── In a cluster (adapter/presence.ts): other nodes' members and counts ───────
+
+const memberOps = (members: MemberMsg[]) => members.map((m) => `${m.op} ${String(m.userId)}`);
+
+t.test('cluster: a user another node has is not added again; the last node to lose them removes them', (t) => {
+  const { members, events, told, ask, tell } = service({ cluster: true });
+  const ch = 'presence-c';
+  tell({ type: 'remote_member', op: 'added', node: 'n2', app: 'a', channel: ch, userId: 'u', userInfo: { n: 2 } });
+  t.same(memberOps(members), ['added u'], 'a remote user new to the cluster: member_added to local clients');
+  t.same(events, [], 'no hook: the node of the transition sends the webhook');
+  const reply = ask({ type: 'presence_join', app: 'a', channel: ch, socketId: '1.1', userId: 'u', userInfo: { n: 1 } }) as PresenceJoinReply;
+  t.ok(reply.ok, 'joined');
+  t.same(memberOps(members), ['added u'], 'the same user joining here: no second member_added');
+  t.same(told.filter((x) => !x.startsWith('count')), ['added presence-c u'], 'the other nodes are told of the node-local join');
+  t.notOk(events.includes('added presence-c u'), 'and no member_added hook (another node had the user)');
+  tell({ type: 'presence_leave', app: 'a', channel: ch, socketId: '1.1', userKey: 'u', shard: 1 });
+  t.same(memberOps(members), ['added u'], 'leaving here while node n2 has the user: no member_removed');
+  tell({ type: 'remote_member', op: 'removed', node: 'n2', app: 'a', channel: ch, userId: 'u', userInfo: null });
+  t.same(memberOps(members), ['added u', 'removed u'], 'the last node lost them: member_removed once');
+  t.end();
+});
+
+t.test('cluster: the snapshot and the member limit include the other nodes\' members', (t) => {
+  const { ask, tell } = service({ cluster: true, maxMembers: 2 });
+  const ch = 'presence-l';
+  tell({ type: 'remote_member', op: 'added', node: 'n2', app: 'a', channel: ch, userId: 'r', userInfo: null });
+  const first = ask({ type: 'presence_join', app: 'a', channel: ch, socketId: '1.1', userId: 'u1', userInfo: null }) as PresenceJoinReply;
+  t.ok(first.ok && first.members.map(([id]) => id).sort().join() === 'r,u1', 'snapshot has the remote member');
+  const second = ask({ type: 'presence_join', app: 'a', channel: ch, socketId: '1.2', userId: 'u2', userInfo: null }) as PresenceJoinReply;
+  t.equal(second.ok, false, 'a third user over the cluster is refused (limit 2)');
+  t.end();
+});
+
+t.test('cluster: a gone node\'s members and last subscribers go; hooks only on the cleaner', (t) => {
+  for (const webhooks of [true, false]) {
+    const { members, events, tell } = service({ cluster: true });
+    tell({ type: 'remote_member', op: 'added', node: 'n2', app: 'a', channel: 'presence-g', userId: 'u', userInfo: null });
+    tell({ type: 'remote_count', node: 'n2', app: 'a', channel: 'presence-g', total: 1 });
+    tell({ type: 'remote_node_gone', node: 'n2', webhooks });
+    t.same(memberOps(members), ['added u', 'removed u'], 'member_removed to local clients');
+    t.same(events, webhooks ? ['removed presence-g u', 'vacated presence-g'] : [], webhooks ? 'the cleaner sends the hooks' : 'other survivors do not');
+  }
+  t.end();
+});
+
+t.test('cluster: occupied / vacated hooks only when no other node has subscribers', (t) => {
+  const { events, tell } = service({ cluster: true });
+  tell({ type: 'remote_count', node: 'n2', app: 'a', channel: 'c1', total: 2 });
+  tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: 1 });
+  tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: -1 });
+  t.same(events, [], 'another node has subscribers: neither occupied nor vacated');
+  tell({ type: 'remote_count', node: 'n2', app: 'a', channel: 'c1', total: 0 });
+  tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: 1 });
+  tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: -1 });
+  t.same(events, ['occupied c1', 'vacated c1'], 'alone in the cluster: both');
+  t.end();
+});
+
+t.test('cluster: subscription_count adds the other nodes\' counts', async (t) => {
+  const { published, tell } = service({ cluster: true, countEvents: true });
+  tell({ type: 'sub', app: 'a', channel: 'cnt', shard: 0, delta: 1 });
+  tell({ type: 'remote_count', node: 'n2', app: 'a', channel: 'cnt', total: 4 });
+  await eventually(() => published.some((m) => m.message.includes('"subscription_count\\":5')), 2000, 'a count of 5');
+  t.pass('1 here + 4 on node n2');
 });

@@ -4,7 +4,7 @@
 // clear message, never a skip: `make test` installs it (scripts/deps.sh).
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -159,5 +159,54 @@ export class RedisCluster {
 
   async stop(): Promise<void> {
     await Promise.all(this.nodes.map((n) => n.stop()));
+  }
+}
+
+/**
+ * A master, one replica and one redis-sentinel monitoring them as `mymaster` (quorum 1).
+ * ringcast connects through the sentinel (database.redis.sentinels).
+ */
+export class RedisSentinelSet {
+  private sentinel: ChildProcess | null = null;
+
+  private constructor(readonly master: RedisServer, readonly replica: RedisServer, readonly sentinelPort: number, readonly dir: string) {}
+
+  static readonly NAME = 'mymaster';
+
+  static async start(): Promise<RedisSentinelSet> {
+    requireRedisBinaries();
+    const r = spawnSync('redis-sentinel', ['--version'], { encoding: 'utf8' });
+    if (r.error || r.status !== 0) {
+      throw new Error('redis-sentinel is not installed: these tests need it. Run scripts/deps.sh (make test does) or apt-get install -y redis-sentinel.');
+    }
+    const master = await RedisServer.start();
+    const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(master.port)]);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-sentinel-'));
+    const set = new RedisSentinelSet(master, replica, await freePort(), dir);
+    await set.startSentinel();
+    return set;
+  }
+
+  private async startSentinel(): Promise<void> {
+    const conf = path.join(this.dir, 'sentinel.conf');
+    writeFileSync(conf, [
+      `port ${this.sentinelPort}`, 'bind 127.0.0.1', `dir ${this.dir}`,
+      `sentinel monitor ${RedisSentinelSet.NAME} 127.0.0.1 ${this.master.port} 1`,
+      `sentinel down-after-milliseconds ${RedisSentinelSet.NAME} 1000`,
+      `sentinel failover-timeout ${RedisSentinelSet.NAME} 5000`,
+    ].join('\n') + '\n');
+    const proc = spawn('redis-sentinel', [conf], { stdio: 'ignore' });
+    live.add(proc);
+    proc.once('exit', () => live.delete(proc));
+    this.sentinel = proc;
+    await until(`redis-sentinel on ${this.sentinelPort}`, async () =>
+      (await redisCommand(this.sentinelPort, `SENTINEL get-master-addr-by-name ${RedisSentinelSet.NAME}`)).includes(String(this.master.port)));
+  }
+
+  async stop(): Promise<void> {
+    this.sentinel?.kill('SIGKILL');
+    this.sentinel = null;
+    await Promise.all([this.master.stop(), this.replica.stop()]);
+    rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -1,0 +1,222 @@
+// Two nodes against one: end-to-end latency and fan-out through each cluster backend.
+//
+//   node dist/bench/cluster/latency.js [options]        (make bench-cluster)
+//   node dist/bench/cluster/latency.js --help
+//
+// For each setup — one node; two nodes through Redis; two nodes through NATS — fresh
+// `ringcast start` processes (bench/targets/ringcast.ts, `workers` each) and a fresh
+// backend (redis-server / nats-server on a free port). --subs subscribers of one channel,
+// all on the one node, or split evenly over the two nodes (raw WebSockets of the
+// harness's load generator). The API publisher sends to node A only, so half of the
+// two-node subscribers get each event through the backend.
+//
+//  latency   --rate publishes/s for --seconds with the send time in the payload; the
+//            load generator records publish → delivery per message (p50 / p99).
+//  fan-out   the publisher as fast as the API answers (closed loop) for --fanout-seconds:
+//            delivered messages per second over all subscribers.
+//
+// Targets (issue 12): p50 overhead of two nodes ≤ 2 ms over one node; fan-out with two
+// nodes ≥ 0.8× one node's. Every run checks that each subscriber got every publish of
+// the latency window (a lost message fails the run).
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { NatsServer } from '../../test/helpers/nats';
+import { RedisServer } from '../../test/helpers/redis';
+import { GenPool, Publisher, sleep, type PoolSnapshot } from '../harness/load';
+import { killAllNow } from '../harness/procs';
+import { APP, freePort, type RunningTarget } from '../harness/target';
+import { ringcastTarget } from '../targets/ringcast';
+
+const USAGE = `Usage: node dist/bench/cluster/latency.js [options]
+
+  --setups LIST      one, redis, nats                                [one,redis,nats]
+  --workers N        shards per node                                 [2]
+  --subs N           subscribers of the channel                      [1000]
+  --rate N           publishes per second in the latency window      [1000]
+  --seconds S        latency window                                  [10]
+  --fanout-seconds S closed-loop fan-out window                      [5]
+  --conns N          publisher keep-alive connections                [8]
+  --payload N        bytes of each event's data                      [100]
+  --json FILE        also append the JSON lines to FILE
+  --help`;
+
+type Setup = 'one' | 'redis' | 'nats';
+
+interface Opts {
+  setups: Setup[];
+  workers: number;
+  subs: number;
+  rate: number;
+  seconds: number;
+  fanoutSeconds: number;
+  conns: number;
+  payload: number;
+  json: string | null;
+}
+
+function parseArgs(argv: string[]): Opts {
+  const kv = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--help' || a === '-h') {
+      process.stdout.write(USAGE + '\n');
+      process.exit(0);
+    }
+    if (!a.startsWith('--')) throw new Error(`unexpected argument "${a}"`);
+    const v = argv[++i];
+    if (v === undefined) throw new Error(`${a} needs a value`);
+    kv.set(a.slice(2), v);
+  }
+  const known = ['setups', 'workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'json'];
+  for (const k of kv.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k} (see --help)`);
+  const num = (k: string, def: number, min: number): number => {
+    const v = kv.get(k);
+    if (v === undefined) return def;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < min) throw new Error(`--${k} must be a number ≥ ${min}, got "${v}"`);
+    return n;
+  };
+  const setups = (kv.get('setups') ?? 'one,redis,nats').split(',').map((s) => s.trim()) as Setup[];
+  for (const s of setups) if (!['one', 'redis', 'nats'].includes(s)) throw new Error(`--setups: "${s}" is not one, redis or nats`);
+  return {
+    setups, workers: Math.floor(num('workers', 2, 1)), subs: Math.floor(num('subs', 1000, 2)),
+    rate: num('rate', 1000, 1), seconds: num('seconds', 10, 1), fanoutSeconds: num('fanout-seconds', 5, 1),
+    conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), json: kv.get('json') ?? null,
+  };
+}
+
+const started = Date.now();
+function log(msg: string): void {
+  process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${msg}\n`);
+}
+
+interface Result {
+  setup: Setup;
+  nodes: number;
+  workers: number;
+  subs: number;
+  rate: number;
+  p50_ms: number;
+  p99_ms: number;
+  delivered: number;
+  expected: number;
+  fanout_msgs_per_s: number;
+}
+
+const servers: RunningTarget[] = [];
+const backends: { stop(): Promise<void> }[] = [];
+
+async function backendEnv(setup: Setup): Promise<Record<string, string>> {
+  if (setup === 'redis') {
+    const r = await RedisServer.start();
+    backends.push(r);
+    return { ADAPTER_DRIVER: 'redis', DATABASE_REDIS_HOST: '127.0.0.1', DATABASE_REDIS_PORT: String(r.port) };
+  }
+  if (setup === 'nats') {
+    const n = await NatsServer.start();
+    backends.push(n);
+    return { ADAPTER_DRIVER: 'nats', NATS_SERVERS: n.url };
+  }
+  return {};
+}
+
+async function pool(port: number, subs: number): Promise<GenPool> {
+  const p = await GenPool.start({
+    host: '127.0.0.1', port, connections: subs, procs: 1, minProcs: 1, channels: { prefix: 'lat', perConn: 1, mod: 1 },
+    latency: true, subscribeOnConnect: true, srcAddrs: [], concurrency: 100, socketsPerProc: subs,
+  });
+  const c = await p.connect(30_000);
+  if (c.subsConfirmed !== subs) throw new Error(`${c.subsConfirmed} of ${subs} subscribers subscribed: ${JSON.stringify(c.errors)}`);
+  return p;
+}
+
+async function snap(pools: GenPool[], latency: boolean, reset: boolean): Promise<PoolSnapshot[]> {
+  return Promise.all(pools.map((p) => p.snapshot(latency, reset)));
+}
+
+async function oneSetup(setup: Setup, o: Opts, tmpDir: string): Promise<Result> {
+  const env = await backendEnv(setup);
+  const nodes = setup === 'one' ? 1 : 2;
+  const ports: number[] = [];
+  for (let i = 0; i < nodes; i++) {
+    const port = await freePort();
+    servers.push(await ringcastTarget(o.workers, { env }).start({ port, tmpDir }));
+    ports.push(port);
+  }
+  if (nodes === 2) await sleep(500); // the nodes' first heartbeats
+  const pools: GenPool[] = [];
+  let pub: Publisher | null = null;
+  try {
+    const split = ports.map((_, i) => Math.floor(o.subs / nodes) + (i < o.subs % nodes ? 1 : 0));
+    for (let i = 0; i < nodes; i++) pools.push(await pool(ports[i], split[i]));
+    pub = await Publisher.start({ host: '127.0.0.1', port: ports[0], appId: APP.id, key: APP.key, secret: APP.secret, conns: o.conns, pipeline: 1, srcAddr: '127.0.0.1' });
+    const run = { channelPrefix: 'lat0-', channelCount: 1, timestamp: true, payloadBytes: o.payload, event: 'bench' };
+    // warm-up: JIT, connections, the backend path
+    await pub.run({ ...run, rate: o.rate, maxDurationMs: 30_000 });
+    await sleep(1000);
+    const warm = await pub.stop(); // the publisher's counts add up over its runs
+    for (const p of pools) await p.drain(300, 5000);
+    const before = (await snap(pools, true, true)).reduce((a, s) => a + s.msgs, 0);
+    await pub.run({ ...run, rate: o.rate, maxDurationMs: o.seconds * 1000 + 30_000 });
+    await sleep(o.seconds * 1000);
+    const sent = await pub.stop();
+    for (const p of pools) await p.drain(500, 10_000);
+    const after = await snap(pools, true, false);
+    const delivered = after.reduce((a, s) => a + s.msgs, 0) - before;
+    const expected = (sent.ok - warm.ok) * o.subs;
+    const lat = after[0].latency!;
+    for (const s of after.slice(1)) lat.addSparse(s.latency!.toSparse());
+    if (delivered < expected) throw new Error(`${setup}: ${expected - delivered} of ${expected} deliveries missing`);
+
+    // fan-out: closed loop
+    const f0 = (await snap(pools, false, false)).reduce((a, s) => a + s.msgs, 0);
+    const t0 = Date.now();
+    await pub.run({ ...run, timestamp: false, rate: 0, maxDurationMs: o.fanoutSeconds * 1000 + 30_000 });
+    await sleep(o.fanoutSeconds * 1000);
+    const f1 = (await snap(pools, false, false)).reduce((a, s) => a + s.msgs, 0);
+    const t1 = Date.now();
+    await pub.stop();
+    return {
+      setup, nodes, workers: o.workers, subs: o.subs, rate: o.rate,
+      p50_ms: lat.quantile(0.5) / 1000, p99_ms: lat.quantile(0.99) / 1000,
+      delivered, expected, fanout_msgs_per_s: Math.round(((f1 - f0) / (t1 - t0)) * 1000),
+    };
+  } finally {
+    await pub?.close();
+    for (const p of pools) await p.close();
+    for (const s of servers.splice(0)) await s.stop();
+    for (const b of backends.splice(0)) await b.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const o = parseArgs(process.argv.slice(2));
+  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringcast-bench-cluster-'));
+  const results: Result[] = [];
+  try {
+    for (const setup of o.setups) {
+      log(`${setup}: ${setup === 'one' ? 1 : 2} node(s) × ${o.workers} shards, ${o.subs} subscribers, ${o.rate} publishes/s`);
+      const r = await oneSetup(setup, o, tmpDir);
+      results.push(r);
+      log(`${setup}: p50 ${r.p50_ms.toFixed(2)} ms, p99 ${r.p99_ms.toFixed(2)} ms, fan-out ${r.fanout_msgs_per_s} msgs/s`);
+      if (o.json) fs.appendFileSync(o.json, JSON.stringify(r) + '\n');
+    }
+  } finally {
+    fs.rmSync(tmpDir, { recursive: true, force: true });
+  }
+  const one = results.find((r) => r.setup === 'one');
+  process.stdout.write('\n| setup | nodes | p50 ms | p99 ms | fan-out msgs/s | p50 − one node | fan-out ÷ one node |\n|---|---|---|---|---|---|---|\n');
+  for (const r of results) {
+    const over = one ? `${(r.p50_ms - one.p50_ms).toFixed(2)} ms` : '–';
+    const ratio = one ? `${(r.fanout_msgs_per_s / one.fanout_msgs_per_s).toFixed(2)}×` : '–';
+    process.stdout.write(`| ${r.setup} | ${r.nodes} | ${r.p50_ms.toFixed(2)} | ${r.p99_ms.toFixed(2)} | ${r.fanout_msgs_per_s} | ${over} | ${ratio} |\n`);
+  }
+}
+
+main().catch((err: Error) => {
+  process.stderr.write(`bench/cluster: ${err.stack ?? err.message}\n`);
+  killAllNow();
+  process.exit(1);
+});

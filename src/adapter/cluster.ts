@@ -1,0 +1,276 @@
+// One node of a ringcast cluster, on the primary thread, above any Transport:
+//
+//   local publishes   shards ─(bridge)─▶ primary ─▶ `<prefix>.pub` (once per process)
+//   remote publishes  `<prefix>.pub` ─▶ primary ─(bridge: interest routing)─▶ shards
+//   health            heartbeats on `<prefix>.ctl`; a node silent for node_timeout_ms is
+//                     declared failed by the next cleanup pass (onNodeFailed listeners)
+//   questions         `req` on `<prefix>.ctl`, each other node answers on `<prefix>.node.<id>`
+//
+// A node drops its own publishes by node id (every backend echoes them), so each publish
+// reaches each node's subscribers once. Order per channel per publishing node holds: the
+// primary receives a shard's publishes in bus order and the transport keeps per-publisher
+// order on one subject.
+
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { BusFullError } from '../bus/errors';
+import type { Bridge } from '../channels/bridge';
+import type { Config } from '../config/types';
+import { noMetrics, type MetricsSink } from '../metrics/types';
+import type { Transport } from './transport';
+import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, type NodeMsg } from './wire';
+
+export type ClusterHealth = Config['adapter']['cluster_health'];
+
+/** What the layers above the node exchange (presence). */
+export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' }>;
+
+/** Answers a question of another node (a handler per request kind). */
+export type Answerer = (body: unknown, from: string) => unknown;
+
+export interface ClusterNode {
+  readonly id: string;
+  /** Node ids currently alive (this one included). */
+  nodes(): string[];
+  /**
+   * Asks every other alive node; resolves with the answers that came within timeoutMs
+   * (`complete` false when a node did not answer in time or the backend is down).
+   */
+  ask(kind: string, body: unknown, timeoutMs: number): Promise<{ answers: unknown[]; complete: boolean }>;
+  /** Registers the answer to a kind of question. */
+  answer(kind: string, fn: Answerer): void;
+  /** A node was seen for the first time. */
+  onNodeJoined(fn: (node: string) => void): void;
+  /** A node is gone: it stopped (`failed` false) or was declared failed. One call per node. */
+  onNodeGone(fn: (node: string, failed: boolean) => void): void;
+  /** Sends a message of the layers above (presence) to every node. false: the backend is down. */
+  broadcast(msg: PeerMsg): boolean;
+  /** Messages of the layers above from other nodes. */
+  onPeerMsg(fn: (msg: PeerMsg) => void): void;
+  /** Whether the backend is reachable now. */
+  isUp(): boolean;
+  /** Called when stop() begins (the layers above stop their timers). */
+  onStop(fn: () => void): void;
+  stop(): Promise<void>;
+}
+
+export interface ClusterDeps {
+  transport: Transport;
+  /** Subject prefix (nats.prefix, or the Redis key_prefix + 'ringcast'). */
+  prefix: string;
+  bridge: Bridge;
+  health: ClusterHealth;
+  log: Logger;
+  metrics?: MetricsSink;
+  /** Test hook: a fixed node id. */
+  nodeId?: string;
+}
+
+export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: number): Promise<ClusterNode> {
+  const { transport: tx, prefix, bridge, health, log } = deps;
+  const metrics = deps.metrics ?? noMetrics;
+  const id = deps.nodeId ?? randomBytes(8).toString('hex');
+  const subj = { pub: `${prefix}.pub`, ctl: `${prefix}.ctl`, me: `${prefix}.node.${id}` };
+  /** Other nodes → last heartbeat (ms). */
+  const peers = new Map<string, number>();
+  const answerers = new Map<string, Answerer>();
+  const joinedListeners: ((node: string) => void)[] = [];
+  const goneListeners: ((node: string, failed: boolean) => void)[] = [];
+  const peerListeners: ((msg: PeerMsg) => void)[] = [];
+  const pending = new Map<number, { expect: Set<string>; answers: unknown[]; done(complete: boolean): void }>();
+  let nextReq = 1;
+  let stopped = false;
+  const stopListeners: (() => void)[] = [];
+
+  const activeGauge = () => metrics.set('cluster_nodes_active', {}, peers.size + 1);
+
+  function send(subject: string, msg: NodeMsg): boolean {
+    const ok = tx.publish(subject, encodeNodeMsg(msg));
+    if (!ok) metrics.inc('adapter_errors_total');
+    return ok;
+  }
+
+  function seen(node: string): void {
+    if (node === id) return;
+    const known = peers.has(node);
+    peers.set(node, Date.now());
+    if (!known) {
+      activeGauge();
+      log.info({ node }, 'cluster: node joined');
+      // answer at once so that a node that just started learns of this one without
+      // waiting a heartbeat interval
+      send(subj.ctl, { t: 'hb', node: id });
+      for (const fn of joinedListeners) fn(node);
+    }
+  }
+
+  function gone(node: string, failed: boolean): void {
+    if (!peers.delete(node)) return;
+    activeGauge();
+    if (failed) {
+      metrics.inc('cluster_nodes_failed_total');
+      log.warn({ node }, 'cluster: node declared failed');
+    } else {
+      log.info({ node }, 'cluster: node left');
+    }
+    for (const p of pending.values()) if (p.expect.delete(node) && p.expect.size === 0) p.done(true);
+    for (const fn of goneListeners) fn(node, failed);
+  }
+
+  function onControl(msg: NodeMsg): void {
+    if (msg.node === id) return;
+    switch (msg.t) {
+      case 'hb':
+        seen(msg.node);
+        return;
+      case 'bye':
+        gone(msg.node, false);
+        return;
+      case 'member':
+      case 'sync':
+      case 'counts':
+      case 'conns':
+        seen(msg.node);
+        for (const fn of peerListeners) fn(msg);
+        return;
+      case 'req': {
+        seen(msg.node);
+        const fn = answerers.get(msg.kind);
+        const to = `${prefix}.node.${msg.node}`;
+        if (!fn) {
+          send(to, { t: 'res', node: id, id: msg.id, body: null, error: `no answer for ${msg.kind}` });
+          return;
+        }
+        Promise.resolve()
+          .then(() => fn(msg.body, msg.node))
+          .then(
+            (body) => send(to, { t: 'res', node: id, id: msg.id, body }),
+            (err: Error) => send(to, { t: 'res', node: id, id: msg.id, body: null, error: err.message }),
+          );
+        return;
+      }
+      case 'res': {
+        const p = pending.get(msg.id);
+        if (!p || !p.expect.delete(msg.node)) return;
+        if (msg.error === undefined) p.answers.push(msg.body);
+        else log.warn({ node: msg.node, error: msg.error }, 'cluster: a node could not answer');
+        if (p.expect.size === 0) p.done(msg.error === undefined);
+        return;
+      }
+    }
+  }
+
+  function onPublish(buf: Uint8Array): void {
+    let d;
+    try {
+      d = decodeNode(buf);
+    } catch (err) {
+      metrics.inc('adapter_errors_total');
+      log.warn({ err }, 'cluster: dropped a frame that is not a ringcast node frame');
+      return;
+    }
+    if (d.kind === Kind.Control) return onControl(d.msg);
+    if (d.node === id) return; // our own publish, echoed by the backend
+    seen(d.node);
+    const f = d.frame;
+    try {
+      bridge.publish(f.app, f.channel, f.except, Buffer.from(f.message).toString());
+    } catch (err) {
+      metrics.inc('adapter_errors_total');
+      if (err instanceof BusFullError) log.warn({ channel: f.channel }, 'cluster: a remote publish was dropped: the shards\' queues are full');
+      else throw err;
+    }
+  }
+
+  await tx.connect(connectTimeoutMs);
+  const handler = (buf: Uint8Array) => {
+    try {
+      onPublish(buf);
+    } catch (err) {
+      metrics.inc('adapter_errors_total');
+      log.error({ err }, 'cluster: handling a node frame failed');
+    }
+  };
+  for (const s of [subj.pub, subj.ctl, subj.me]) {
+    await tx.subscribe(s, handler);
+    metrics.inc('adapter_subscribe_total');
+  }
+
+  bridge.onLocal((f) => {
+    if (tx.publish(subj.pub, encodeNodePublish(id, f))) metrics.inc('adapter_publish_total');
+    else metrics.inc('adapter_errors_total');
+  });
+
+  tx.onState((up) => {
+    if (up) log.info({ backend: tx.name, where: tx.where }, 'cluster: backend reachable again');
+    else log.warn({ backend: tx.name, where: tx.where }, 'cluster: backend unreachable; local delivery goes on, remote publishes are lost until it is back');
+    if (up) send(subj.ctl, { t: 'hb', node: id });
+  });
+
+  const timers: NodeJS.Timeout[] = [];
+  const beat = () => {
+    if (!send(subj.ctl, { t: 'hb', node: id })) metrics.inc('cluster_heartbeat_failures_total');
+  };
+  beat(); // the first one always: the other nodes learn of this one now
+  if (health.enabled) {
+    timers.push(setInterval(beat, health.heartbeat_interval_ms));
+    timers.push(setInterval(() => {
+      // While our own backend is down every peer looks silent: declare nobody failed then.
+      if (!tx.isUp()) return;
+      const limit = Date.now() - health.node_timeout_ms;
+      for (const [node, last] of [...peers]) if (last < limit) gone(node, true);
+    }, health.cleanup_interval_ms));
+    for (const t of timers) t.unref();
+  }
+  activeGauge();
+  log.info({ node: id, backend: tx.name, where: tx.where }, 'cluster: joined');
+
+  return {
+    id,
+    nodes: () => [id, ...peers.keys()],
+    ask(kind, body, timeoutMs) {
+      const expect = new Set(peers.keys());
+      if (expect.size === 0) return Promise.resolve({ answers: [], complete: true });
+      const reqId = nextReq++;
+      return new Promise((resolve) => {
+        const answers: unknown[] = [];
+        const done = (complete: boolean) => {
+          clearTimeout(timer);
+          pending.delete(reqId);
+          resolve({ answers, complete: complete && expect.size === 0 });
+        };
+        const timer = setTimeout(() => done(false), timeoutMs);
+        pending.set(reqId, { expect, answers, done });
+        if (!send(subj.ctl, { t: 'req', node: id, id: reqId, kind, body })) done(false);
+      });
+    },
+    answer(kind, fn) {
+      answerers.set(kind, fn);
+    },
+    onNodeJoined(fn) {
+      joinedListeners.push(fn);
+    },
+    onNodeGone(fn) {
+      goneListeners.push(fn);
+    },
+    broadcast(msg) {
+      return send(subj.ctl, msg);
+    },
+    onPeerMsg(fn) {
+      peerListeners.push(fn);
+    },
+    isUp: () => tx.isUp(),
+    onStop(fn) {
+      stopListeners.push(fn);
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      for (const fn of stopListeners) fn();
+      for (const t of timers) clearInterval(t);
+      for (const p of pending.values()) p.done(false);
+      send(subj.ctl, { t: 'bye', node: id });
+      await tx.close();
+    },
+  };
+}

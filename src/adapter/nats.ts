@@ -1,0 +1,86 @@
+// NATS core pub/sub as the cluster transport (the official `nats` client). One connection
+// both publishes and subscribes; NATS keeps per-publisher order on a subject. The client
+// reconnects by itself forever and re-creates the subscriptions; while it is disconnected
+// a publish is refused at once (the client would otherwise buffer without a bound).
+
+import { connect, Events, type NatsConnection } from 'nats';
+import type { Config } from '../config/types';
+import { AdapterUnavailable, StateCell, withTimeout, type Transport } from './transport';
+
+type NatsConfig = Config['adapter']['nats'];
+
+class NatsTransport implements Transport {
+  readonly name = 'nats' as const;
+  readonly where: string;
+  private nc: NatsConnection | null = null;
+  private readonly state = new StateCell();
+  private closed = false;
+
+  constructor(private readonly cfg: NatsConfig) {
+    this.where = cfg.servers.join(', ');
+  }
+
+  async connect(timeoutMs: number): Promise<void> {
+    const nc = await withTimeout(connect({
+      servers: this.cfg.servers,
+      user: this.cfg.user ?? undefined,
+      pass: this.cfg.password ?? undefined,
+      token: this.cfg.token ?? undefined,
+      name: 'ringcast',
+      timeout: timeoutMs,
+      reconnect: true,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      reconnectJitter: 100,
+      pingInterval: 2000,
+      maxPingOut: 2,
+    }), timeoutMs, this).catch((err: Error) => {
+      throw err instanceof AdapterUnavailable ? err : new AdapterUnavailable('nats', this.where, err.message);
+    });
+    this.nc = nc;
+    this.state.set(true);
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === Events.Disconnect) this.state.set(false);
+        else if (s.type === Events.Reconnect) this.state.set(true);
+      }
+    })();
+    void nc.closed().then(() => this.state.set(false));
+  }
+
+  publish(subject: string, data: Uint8Array): boolean {
+    if (!this.nc || !this.state.get()) return false;
+    try {
+      this.nc.publish(subject, data);
+      return true;
+    } catch {
+      return false; // closed or draining
+    }
+  }
+
+  subscribe(subject: string, handler: (data: Uint8Array) => void): Promise<void> {
+    if (!this.nc) return Promise.reject(new Error('nats transport: subscribe before connect'));
+    this.nc.subscribe(subject, { callback: (err, msg) => { if (!err) handler(msg.data); } });
+    return this.nc.flush();
+  }
+
+  isUp(): boolean {
+    return this.state.get();
+  }
+
+  onState(listener: (up: boolean) => void): void {
+    this.state.on(listener);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed || !this.nc) return;
+    this.closed = true;
+    // flush first: a last message (the cluster's `bye`) would otherwise be dropped
+    if (this.state.get()) await withTimeout(this.nc.flush(), 1000, this).catch(() => undefined);
+    await this.nc.close().catch(() => undefined);
+  }
+}
+
+export function createNatsTransport(cfg: NatsConfig): Transport {
+  return new NatsTransport(cfg);
+}

@@ -1,0 +1,133 @@
+// Redis pub/sub as the cluster transport, for one Redis (or a Sentinel-managed master)
+// and for a Redis Cluster. Two connections: one publishes, one subscribes (a subscribed
+// Redis connection can do nothing else). Order per subject per node holds because every
+// publish of a node goes down the one publishing connection.
+//
+// A plain PUBLISH in a Redis Cluster goes to any master (ioredis picks one per keyless
+// command), so two publishes of one node could overtake each other (the suite saw it);
+// the cluster transport uses sharded pub/sub instead: SPUBLISH/SSUBSCRIBE route by the
+// subject's slot, and the subjects share one hash tag (adapter/index.ts), so every message
+// goes through one master in one order.
+//
+// While Redis is down a publish is refused at once (no offline queue): the message is
+// dropped and counted by the cluster, and local delivery goes on untouched.
+
+import { Cluster, Redis } from 'ioredis';
+import type { Config, RedisConfig } from '../config/types';
+import { StateCell, withTimeout, type Transport, type TransportName } from './transport';
+
+const CONNECT_TIMEOUT_MS = 2000;
+const retryDelay = (times: number): number => Math.min(50 * times, 1000);
+
+type Client = Redis | Cluster;
+
+class RedisTransport implements Transport {
+  private readonly state = new StateCell();
+  private readonly handlers = new Map<string, (data: Uint8Array) => void>();
+  private closed = false;
+
+  constructor(
+    readonly name: TransportName,
+    readonly where: string,
+    private readonly pub: Client,
+    private readonly sub: Client,
+    /** Redis Cluster: sharded pub/sub (SPUBLISH to the subject's slot: one master, so one order). */
+    private readonly sharded = false,
+  ) {
+    const refresh = () => this.state.set(pub.status === 'ready' && sub.status === 'ready');
+    for (const c of [pub, sub]) {
+      c.on('ready', refresh);
+      c.on('close', refresh);
+      c.on('end', refresh);
+      c.on('reconnecting', refresh);
+      // ioredis emits 'error' for every failed attempt; the state and the cluster's
+      // metrics report it, an unhandled 'error' event would kill the process
+      c.on('error', () => undefined);
+    }
+    sub.on(sharded ? 'smessageBuffer' : 'messageBuffer', (channel: Buffer, message: Buffer) => {
+      this.handlers.get(channel.toString())?.(message);
+    });
+  }
+
+  async connect(timeoutMs: number): Promise<void> {
+    const ready = (c: Client) => c.status === 'ready'
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => c.once('ready', () => resolve()));
+    await withTimeout(Promise.all([ready(this.pub), ready(this.sub)]), timeoutMs, this);
+    this.state.set(true);
+  }
+
+  publish(subject: string, data: Uint8Array): boolean {
+    if (this.pub.status !== 'ready') return false;
+    const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    (this.sharded ? this.pub.spublish(subject, bytes) : this.pub.publish(subject, bytes)).catch(() => undefined);
+    return true;
+  }
+
+  async subscribe(subject: string, handler: (data: Uint8Array) => void): Promise<void> {
+    this.handlers.set(subject, handler);
+    await (this.sharded ? this.sub.ssubscribe(subject) : this.sub.subscribe(subject));
+  }
+
+  isUp(): boolean {
+    return this.state.get();
+  }
+
+  onState(listener: (up: boolean) => void): void {
+    this.state.on(listener);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.allSettled([this.pub.quit(), this.sub.quit()]);
+    this.pub.disconnect();
+    this.sub.disconnect();
+  }
+}
+
+function standaloneClient(cfg: RedisConfig, role: string): Redis {
+  const sentinel = cfg.sentinels.length > 0;
+  return new Redis({
+    ...(sentinel
+      ? { sentinels: cfg.sentinels, name: cfg.name, sentinelPassword: cfg.sentinel_password ?? undefined }
+      : { host: cfg.host, port: cfg.port }),
+    username: cfg.username ?? undefined,
+    password: cfg.password ?? undefined,
+    db: cfg.db,
+    // the subscriber must queue its SUBSCRIBE until connected; the publisher never queues
+    enableOfflineQueue: role === 'sub',
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    maxRetriesPerRequest: role === 'sub' ? null : 0,
+    retryStrategy: retryDelay,
+    connectionName: `ringcast-adapter-${role}`,
+  });
+}
+
+export function redisWhere(cfg: RedisConfig): string {
+  return cfg.sentinels.length > 0
+    ? `sentinel master ${cfg.name} (${cfg.sentinels.map((s) => `${s.host}:${s.port}`).join(', ')})`
+    : `${cfg.host}:${cfg.port}`;
+}
+
+export function createRedisTransport(cfg: RedisConfig): Transport {
+  return new RedisTransport('redis', redisWhere(cfg), standaloneClient(cfg, 'pub'), standaloneClient(cfg, 'sub'));
+}
+
+export function createRedisClusterTransport(cfg: Config['database']['redis_cluster']): Transport {
+  const client = (role: string) => new Cluster(cfg.nodes, {
+    enableOfflineQueue: role === 'sub',
+    shardedSubscribers: role === 'sub',
+    clusterRetryStrategy: retryDelay,
+    slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
+    redisOptions: {
+      username: cfg.username ?? undefined,
+      password: cfg.password ?? undefined,
+      connectTimeout: CONNECT_TIMEOUT_MS,
+      maxRetriesPerRequest: role === 'sub' ? null : 0,
+      connectionName: `ringcast-adapter-${role}`,
+    },
+  });
+  const where = `cluster ${cfg.nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
+  return new RedisTransport('redis-cluster', where, client('pub'), client('sub'), true);
+}

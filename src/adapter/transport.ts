@@ -1,0 +1,64 @@
+// The one small interface every multi-node backend implements: fire-and-forget publish
+// to a subject, subscribe to a subject, and an up/down state. Everything a cluster does
+// (publish fan-out, heartbeats, cluster-wide questions with their answers) is written
+// once above it, in cluster.ts; a backend only moves bytes. Like ratelimit/, each backend
+// is one file and one test suite runs against all of them (test/adapter/transport.test.ts).
+//
+// Guarantees a backend must give (the cluster relies on them):
+//  - messages one node publishes to one subject arrive at each subscriber in publish order;
+//  - a node receives its own publishes (the cluster drops them by node id);
+//  - publish never throws and never blocks: while the backend is down it returns false
+//    (the message is dropped and counted) or buffers within a bound of its own.
+
+export type TransportName = 'redis' | 'redis-cluster' | 'nats';
+
+export interface Transport {
+  readonly name: TransportName;
+  /** Where it connects, for logs and errors (never a password). */
+  readonly where: string;
+  /** Connects; rejects with a clear error after timeoutMs when the backend does not answer. */
+  connect(timeoutMs: number): Promise<void>;
+  /** Fire and forget. false: not sent (the backend is down). */
+  publish(subject: string, data: Uint8Array): boolean;
+  /** Subscribes for the life of the transport (re-subscribed after reconnects). */
+  subscribe(subject: string, handler: (data: Uint8Array) => void): Promise<void>;
+  /** Whether the backend is reachable now. */
+  isUp(): boolean;
+  /** Called on every change of isUp(). */
+  onState(listener: (up: boolean) => void): void;
+  close(): Promise<void>;
+}
+
+export class AdapterUnavailable extends Error {
+  readonly code = 'RC_ERR_ADAPTER_DOWN';
+  constructor(name: TransportName, where: string, reason: string) {
+    super(`the ${name} adapter could not reach ${where}: ${reason}`);
+    this.name = 'AdapterUnavailable';
+  }
+}
+
+/** Resolves when `ready` resolves, rejects with AdapterUnavailable after ms. */
+export function withTimeout<T>(ready: Promise<T>, ms: number, t: Pick<Transport, 'name' | 'where'>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new AdapterUnavailable(t.name, t.where, `no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([ready, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Keeps the up/down state and tells listeners about changes only. */
+export class StateCell {
+  private up = false;
+  private readonly listeners: ((up: boolean) => void)[] = [];
+  get(): boolean {
+    return this.up;
+  }
+  set(up: boolean): void {
+    if (up === this.up) return;
+    this.up = up;
+    for (const l of this.listeners) l(up);
+  }
+  on(listener: (up: boolean) => void): void {
+    this.listeners.push(listener);
+  }
+}

@@ -1,0 +1,71 @@
+// What nodes send each other over the transport. Publishes are binary (the client frame
+// travels as the bytes it was published as, like on the rings); the rest is small JSON.
+//
+//   publish:  [u8 1][u8 nodeLen][node ascii][publish frame of bus/messages.ts]
+//   control:  [u8 2][JSON NodeMsg]
+
+import { decodePublish, encodePublish, type PublishFrame } from '../bus/messages';
+
+export const Kind = { Publish: 1, Control: 2 } as const;
+
+/** Node → every node (ctl subject) or node → one node (its own subject). */
+export type NodeMsg =
+  /** Alive; sent every heartbeat_interval_ms. */
+  | { t: 'hb'; node: string }
+  /** Graceful stop: forget me now (not counted as a failure). */
+  | { t: 'bye'; node: string }
+  /** A question to every other node; each answers with `res` on the asker's subject. */
+  | { t: 'req'; node: string; id: number; kind: string; body: unknown }
+  | { t: 'res'; node: string; id: number; body: unknown; error?: string }
+  /** A node-local presence transition of `node` (adapter/presence.ts). */
+  | { t: 'member'; node: string; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
+  /** `node`'s presence members and subscription counts, for `to` that just joined (one message per owner shard). */
+  | { t: 'sync'; node: string; to: string; members: [app: string, channel: string, userId: unknown, userInfo: unknown][]; counts: ChannelCount[] }
+  /** `node`'s subscription counts of the channels whose count changed (coalesced). */
+  | { t: 'counts'; node: string; counts: ChannelCount[] }
+  /** `node`'s connections per app id (adapter/connections.ts). */
+  | { t: 'conns'; node: string; counts: Record<string, number> };
+
+export type ChannelCount = [app: string, channel: string, total: number];
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+export function encodeNodePublish(node: string, f: PublishFrame): Uint8Array {
+  const body = encodePublish(f.app, f.channel, f.except, f.message);
+  const out = new Uint8Array(2 + node.length + body.length);
+  out[0] = Kind.Publish;
+  out[1] = node.length;
+  for (let i = 0; i < node.length; i++) out[2 + i] = node.charCodeAt(i);
+  out.set(body, 2 + node.length);
+  return out;
+}
+
+export function encodeNodeMsg(msg: NodeMsg): Uint8Array {
+  const json = enc.encode(JSON.stringify(msg));
+  const out = new Uint8Array(1 + json.length);
+  out[0] = Kind.Control;
+  out.set(json, 1);
+  return out;
+}
+
+export type Decoded =
+  | { kind: typeof Kind.Publish; node: string; frame: PublishFrame }
+  | { kind: typeof Kind.Control; msg: NodeMsg };
+
+/** Throws on a frame that is not ours (the caller counts it as an adapter error). */
+export function decodeNode(buf: Uint8Array): Decoded {
+  if (buf[0] === Kind.Publish) {
+    const n = buf[1];
+    const node = String.fromCharCode(...buf.subarray(2, 2 + n));
+    return { kind: Kind.Publish, node, frame: decodePublish(buf.subarray(2 + n)) };
+  }
+  if (buf[0] === Kind.Control) {
+    const msg = JSON.parse(dec.decode(buf.subarray(1))) as NodeMsg;
+    if (typeof msg !== 'object' || msg === null || typeof msg.t !== 'string' || typeof msg.node !== 'string') {
+      throw new Error('malformed control message');
+    }
+    return { kind: Kind.Control, msg };
+  }
+  throw new Error(`unknown frame kind ${buf[0]}`);
+}

@@ -1,0 +1,71 @@
+// The backends the cluster suite runs against, each a real server started by the test:
+// redis-server, a 3-master redis cluster, nats-server. Each gives the adapter config of
+// a node and can be killed and restarted (an outage).
+
+import type { ConfigInput } from '../../src/config';
+import { NatsServer } from '../helpers/nats';
+import { RedisCluster, RedisSentinelSet, RedisServer } from '../helpers/redis';
+
+export interface Backend {
+  readonly name: 'redis' | 'redis-sentinel' | 'redis-cluster' | 'nats';
+  /** Config overrides of a node using it. */
+  config(): ConfigInput;
+  /** SIGKILL the backend (all of it). */
+  kill(): Promise<void>;
+  /** Start it again on the same ports. */
+  resume(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startBackend(name: Backend['name']): Promise<Backend> {
+  switch (name) {
+    case 'redis': {
+      const r = await RedisServer.start();
+      return {
+        name,
+        config: () => ({ adapter: { driver: 'redis' }, database: { redis: { host: '127.0.0.1', port: r.port } } }),
+        kill: () => r.kill(),
+        resume: () => r.resume(),
+        stop: () => r.stop(),
+      };
+    }
+    case 'redis-sentinel': {
+      const s = await RedisSentinelSet.start();
+      return {
+        name,
+        config: () => ({
+          adapter: { driver: 'redis' },
+          database: { redis: { sentinels: [{ host: '127.0.0.1', port: s.sentinelPort }], name: RedisSentinelSet.NAME } },
+        }),
+        // master and replica down (no failover possible), then back as they were
+        kill: async () => { await Promise.all([s.master.kill(), s.replica.kill()]); },
+        resume: async () => { await s.master.resume(); await s.replica.resume(); },
+        stop: () => s.stop(),
+      };
+    }
+    case 'redis-cluster': {
+      const c = await RedisCluster.start();
+      return {
+        name,
+        config: () => ({ adapter: { driver: 'redis-cluster' }, database: { redis_cluster: { nodes: c.ports.map((port) => ({ host: '127.0.0.1', port })) } } }),
+        kill: async () => { await Promise.all(c.nodes.map((n) => n.kill())); },
+        resume: async () => { await Promise.all(c.nodes.map((n) => n.resume())); },
+        stop: () => c.stop(),
+      };
+    }
+    case 'nats': {
+      const n = await NatsServer.start();
+      return {
+        name,
+        config: () => ({ adapter: { driver: 'nats', nats: { servers: [n.url] } } }),
+        kill: () => n.kill(),
+        resume: () => n.resume(),
+        stop: () => n.stop(),
+      };
+    }
+  }
+}
+
+/** Every backend, or the ones named in RINGCAST_TEST_BACKENDS (comma-separated). */
+export const BACKENDS: Backend['name'][] = (process.env.RINGCAST_TEST_BACKENDS?.split(',') as Backend['name'][] | undefined)
+  ?? ['redis', 'redis-sentinel', 'redis-cluster', 'nats'];

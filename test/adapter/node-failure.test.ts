@@ -1,0 +1,82 @@
+// kill -9 of a node with presence members: the surviving node removes them (member_removed
+// once to its clients) within node_timeout_ms + cleanup_interval_ms, counts the failure,
+// and a node started again on the same port rejoins cleanly. The dying node is a real
+// `ringcast start` child process (bin/ringcast.js; needs tsc first), for every backend.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { freePort } from '../helpers/net';
+import { APP, eventually, RawClient, startServer, type Frame } from '../helpers/server';
+import { settle } from '../helpers/settle';
+import { BACKENDS, startBackend } from './backends';
+
+const BIN = path.resolve(__dirname, '..', '..', '..', 'bin', 'ringcast.js');
+const HEALTH = { enabled: true, heartbeat_interval_ms: 200, node_timeout_ms: 1000, cleanup_interval_ms: 200 };
+
+/** Starts `ringcast start` with this config; resolves once it accepts WebSocket connections. */
+async function startChild(t: Test, config: object, port: number): Promise<ChildProcess> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-node-'));
+  const file = path.join(dir, 'config.yaml');
+  writeFileSync(file, JSON.stringify(config)); // YAML is a superset of JSON
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith('TAP') || k.startsWith('RINGCAST_') || k === 'NODE_OPTIONS') delete env[k];
+  const child = spawn(process.execPath, [BIN, 'start', '--config', file], { env, stdio: 'ignore' });
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await eventually(() => new Promise<boolean>((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  }), 15_000, 'the child node to listen');
+  return child;
+}
+
+const data = (f: Frame) => (typeof f.data === 'string' ? JSON.parse(f.data) : f.data) as { user_id: string };
+
+for (const name of BACKENDS) {
+  t.test(`${name}: a node killed with members is cleaned up by the survivor`, async (t) => {
+    const backend = await startBackend(name);
+    t.teardown(() => backend.stop());
+    const cfg = { ...backend.config(), workers: 2 };
+    const a = await startServer({ ...cfg, adapter: { ...cfg.adapter, cluster_health: HEALTH } });
+    t.teardown(() => a.stop());
+    const port = await freePort();
+    const childConfig = { ...cfg, host: '127.0.0.1', port, log: { level: 'error' }, apps: [{ ...APP }], adapter: { ...cfg.adapter, cluster_health: HEALTH } };
+    const child = await startChild(t, childConfig, port);
+    await eventually(() => a.server.cluster!.nodes().length === 2, 10_000, 'node A to see the child node');
+
+    const channel = `presence-failure-${name}`;
+    const watcher = a.track(await RawClient.connect(a.wsUrl()));
+    await watcher.subscribeAuthed(channel, { user_id: 'watcher', user_info: {} });
+    const first = await RawClient.connect(`ws://127.0.0.1:${port}/app/${APP.key}?protocol=7`);
+    t.teardown(() => first.close().catch(() => undefined));
+    t.equal((await first.subscribeAuthed(channel, { user_id: 'doomed', user_info: {} })).event, 'pusher_internal:subscription_succeeded');
+    await watcher.next((f) => f.event === 'pusher_internal:member_added' && data(f).user_id === 'doomed', 5000);
+
+    const killedAt = Date.now();
+    child.kill('SIGKILL');
+    await watcher.next((f) => f.event === 'pusher_internal:member_removed' && data(f).user_id === 'doomed', 10_000);
+    const took = Date.now() - killedAt;
+    t.ok(took <= HEALTH.node_timeout_ms + HEALTH.cleanup_interval_ms + HEALTH.heartbeat_interval_ms + 1000,
+      `member_removed within node_timeout + cleanup (+ a heartbeat and slack): ${took} ms`);
+    t.equal(a.server.cluster!.nodes().length, 1, 'the dead node is gone from the node table');
+    await settle(a, watcher, channel);
+    t.equal(watcher.frames.filter((f) => f.event === 'pusher_internal:member_removed').length, 0, 'member_removed only once');
+
+    // the node comes back on the same port: it rejoins, its members are seen again
+    await startChild(t, childConfig, port);
+    await eventually(() => a.server.cluster!.nodes().length === 2, 10_000, 'node A to see the restarted node');
+    const again = await RawClient.connect(`ws://127.0.0.1:${port}/app/${APP.key}?protocol=7`);
+    t.teardown(() => again.close().catch(() => undefined));
+    const snap = await again.subscribeAuthed(channel, { user_id: 'back', user_info: {} });
+    t.equal(snap.event, 'pusher_internal:subscription_succeeded');
+    await watcher.next((f) => f.event === 'pusher_internal:member_added' && data(f).user_id === 'back', 5000);
+    t.pass('a member of the restarted node reaches node A');
+  });
+}

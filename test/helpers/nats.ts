@@ -1,0 +1,74 @@
+// A real nats-server for tests, started on a free port on 127.0.0.1 and killed in
+// teardown. nats-server missing is a FAILURE with a clear message, never a skip:
+// `make test` installs it (scripts/deps.sh).
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { freePort } from './net';
+
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+function requireNatsBinary(): void {
+  const r = spawnSync('nats-server', ['--version'], { encoding: 'utf8' });
+  if (r.error || r.status !== 0) {
+    throw new Error('nats-server is not installed: these tests need a real NATS. Run scripts/deps.sh ' +
+      '(make test does) or apt-get install -y nats-server.');
+  }
+}
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
+}
+
+export class NatsServer {
+  private proc: ChildProcess | null = null;
+  private constructor(readonly port: number) {}
+
+  static async start(): Promise<NatsServer> {
+    requireNatsBinary();
+    const s = new NatsServer(await freePort());
+    await s.resume();
+    return s;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  /** (Re)starts the server on the same port and waits until it accepts connections. */
+  async resume(): Promise<void> {
+    if (this.proc) return;
+    const proc = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(this.port)], { stdio: 'ignore' });
+    live.add(proc);
+    proc.once('exit', () => live.delete(proc));
+    this.proc = proc;
+    const end = Date.now() + 10_000;
+    while (!(await portOpen(this.port))) {
+      if (Date.now() > end) throw new Error(`nats-server did not listen on ${this.port}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** SIGKILL (an outage) and wait for the exit. */
+  async kill(): Promise<void> {
+    const proc = this.proc;
+    if (!proc) return;
+    this.proc = null;
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGKILL');
+      await exited;
+    }
+  }
+
+  stop(): Promise<void> {
+    return this.kill();
+  }
+}
