@@ -14,7 +14,6 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   if (c.queue.driver !== 'sync') no('queue.driver', `the ${c.queue.driver} queue driver`);
   if (c.ssl.redirect_http) no('ssl.redirect_http', 'the HTTP→HTTPS redirect listener');
   if (c.unix_socket.enabled) no('unix_socket.enabled', 'listening on a Unix socket');
-  if (c.tag_filtering.enabled) no('tag_filtering.enabled', 'tag filtering');
   c.apps.forEach((app, i) => {
     if (app.webhooks.length > 0) no(`apps[${i}].webhooks`, 'webhook delivery');
   });

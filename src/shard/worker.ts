@@ -11,6 +11,7 @@ import { CacheChannels, CacheStore } from '../channels/cache';
 import { ConnectionCounters } from '../channels/counters';
 import { bridgeOut } from '../channels/bridge';
 import { createBusDirectory } from '../channels/directory';
+import { createFilteredSubscriptions } from '../channels/filtered';
 import { Interest } from '../channels/interest';
 import { createOwnerService, isOwnerMsg } from '../channels/owner-service';
 import { createPublisher } from '../channels/publisher';
@@ -18,6 +19,7 @@ import { registerRoutes } from '../http/router';
 import { deepFreeze } from '../config';
 import { createLogger } from '../log';
 import { createRateLimiter, STARTUP_TIMEOUT_MS } from '../ratelimit';
+import { metersFor } from '../metrics/meters';
 import { PromMetrics } from '../metrics/registry';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { outName } from '../protocol/events';
@@ -63,11 +65,13 @@ const cache = cacheStore ? new CacheChannels(bus, shards, config.channel_limits.
 cacheStore?.startSweep(30_000);
 /** Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts). */
 const interest = new Interest(init.interest, shards, shardId);
+/** Tag filtering (channels/filtered.ts): the filter visitor stage; null when disabled. */
+const filters = config.tag_filtering.enabled ? createFilteredSubscriptions<Socket>(metersFor(metrics)) : null;
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log, out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
-  stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [] },
+  stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [], filter: filters ? [filters] : [] },
 });
 const directory = createBusDirectory({ bus, shards, log, metrics });
 const owner = createOwnerService({
@@ -116,6 +120,7 @@ const behavior = createWsBehavior({
   config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log, metrics, limiter, out, backpressure,
   shadows: failover.shadows,
   cache,
+  filters,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });

@@ -15,6 +15,8 @@ import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { verifyChannelAuth } from '../protocol/hmac';
 import { ErrorCode, SubscriptionStatus, type SubscriptionErrorType } from '../protocol/codes';
+import { compileFilter, type CompiledFilter } from '../filter/compile';
+import { parseFilter } from '../filter/parse';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
 import { sendFrame } from './send';
@@ -23,6 +25,8 @@ interface SubscribeData {
   channel?: unknown;
   auth?: unknown;
   channel_data?: unknown;
+  /** Tag filtering (filter/parse.ts). */
+  filter?: unknown;
 }
 
 export interface Subscriptions {
@@ -54,7 +58,43 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
   }
 
   function untrack(d: SocketData, app: AppConfig, channel: string) {
-    if (d.channels.delete(channel)) interest.remove(app.id, channel);
+    const sub = d.channels.get(channel);
+    if (sub && d.channels.delete(channel)) {
+      interest.remove(app.id, channel);
+      unfilter(app, channel, sub);
+    }
+  }
+
+  /**
+   * Where a subscription receives the channel's messages: the native topic, or, with a tag
+   * filter, the shard's filter stage (channels/filtered.ts), never both.
+   */
+  function receive(ws: Socket, app: AppConfig, channel: string, sub: Subscription, filter: CompiledFilter | null) {
+    if (filter === null || !deps.filters) ws.subscribe(topicOf(app.id, channel));
+    else sub.filter = deps.filters.add(topicOf(app.id, channel), ws, filter);
+  }
+
+  function unfilter(app: AppConfig, channel: string, sub: Subscription) {
+    if (sub.filter && deps.filters) deps.filters.remove(topicOf(app.id, channel), sub.filter);
+  }
+
+  /**
+   * The subscribe's `filter`, validated once: null without one, undefined when it was
+   * refused (the subscription_error is sent).
+   */
+  function filterOf(ws: Socket, channel: string, raw: unknown): CompiledFilter | null | undefined {
+    if (raw === undefined || raw === null) return null;
+    const tf = deps.config.tag_filtering;
+    if (!tf.enabled || !deps.filters) {
+      subscriptionError(ws, channel, 'InvalidFilter', 'tag filtering is not enabled on this server (tag_filtering.enabled)', SubscriptionStatus.InvalidFilter);
+      return undefined;
+    }
+    const parsed = parseFilter(raw, tf.max_nodes);
+    if (!parsed.ok) {
+      subscriptionError(ws, channel, 'InvalidFilter', parsed.error, SubscriptionStatus.InvalidFilter);
+      return undefined;
+    }
+    return compileFilter(parsed.filter);
   }
 
   function subscriptionError(ws: Socket, channel: string, type: SubscriptionErrorType, error: string, status: number) {
@@ -105,7 +145,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     return JSON.stringify({ presence: { ids, hash, count: ids.length } });
   }
 
-  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string) {
+  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string, filter: CompiledFilter | null) {
     let parsed: { user_id?: unknown; user_info?: unknown };
     try {
       parsed = JSON.parse(channelData) as { user_id?: unknown; user_info?: unknown };
@@ -147,7 +187,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       meters.app(app.id).subscription('presence').inc();
       meters.presenceJoins.inc();
       ws.cork(() => {
-        ws.subscribe(topicOf(app.id, channel));
+        receive(ws, app, channel, sub, filter);
         succeeded(ws, channel, presenceData(reply.members));
       });
       replayCache(ws, d, app, channel, sub);
@@ -192,6 +232,8 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const existing = d.channels.get(channel);
       if (existing) return resendSucceeded(ws, d, app, channel, existing);
 
+      const filter = filterOf(ws, channel, data.filter);
+      if (filter === undefined) return;
       const type = channelType(channel);
       if (type !== 'public') {
         const channelData = type === 'presence' ? data.channel_data : undefined;
@@ -202,14 +244,15 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
           return subscriptionError(ws, channel, 'AuthError',
             data.auth === undefined ? `auth is required to subscribe to ${channel}` : `invalid signature for ${channel}`, SubscriptionStatus.AuthFailed);
         }
-        if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string);
+        if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string, filter);
       }
       // One shared record per type (read-only: only presence records change) unless the
       // channel replays a cache, which tells its subscriptions apart by identity.
-      const sub: Subscription = deps.cache && deps.cache.ttl(channel) !== null
+      // A filtered one has its own record too: it holds its entry in the filter index.
+      const sub: Subscription = filter !== null || (deps.cache && deps.cache.ttl(channel) !== null)
         ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
       track(d, app, channel, sub);
-      ws.subscribe(topicOf(app.id, channel));
+      receive(ws, app, channel, sub, filter);
       meters.app(app.id).subscription(type).inc();
       succeeded(ws, channel, '{}');
       directory.subscribe(app.id, channel);
@@ -221,7 +264,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const sub = d.channels.get(channel);
       if (!sub) return;
       untrack(d, d.app!, channel);
-      ws.unsubscribe(topicOf(d.app!.id, channel));
+      if (!sub.filter) ws.unsubscribe(topicOf(d.app!.id, channel));
       if (sub.joined) release(d.app!, channel, d.id, sub);
     },
 
@@ -232,6 +275,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const tell = !deps.stopping();
       for (const [channel, sub] of d.channels) {
         interest.remove(app.id, channel);
+        unfilter(app, channel, sub);
         if (tell && sub.joined) release(app, channel, d.id, sub);
       }
       d.channels.clear();
