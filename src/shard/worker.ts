@@ -66,7 +66,7 @@ cacheStore?.startSweep(30_000);
 /** Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts). */
 const interest = new Interest(init.interest, shards, shardId);
 /** Tag filtering (channels/filtered.ts): the filter visitor stage; null when disabled. */
-const filters = config.tag_filtering.enabled ? createFilteredSubscriptions<Socket>(metersFor(metrics)) : null;
+const filters = config.tag_filtering.enabled ? createFilteredSubscriptions<Socket>({ uws, sockets, meters: metersFor(metrics) }) : null;
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log, out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),

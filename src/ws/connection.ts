@@ -222,7 +222,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       sockets.delete(d.id);
       counters.release(d.appIdx);
       meters.app(d.app!.id).connectionsActive.dec();
-      subs.dropAll(d);
+      subs.dropAll(ws, d);
     },
 
     /** Pings quiet sockets and closes those that did not answer (4201); watches slow consumers. */

@@ -33,7 +33,7 @@ export interface Subscriptions {
   subscribe(ws: Socket, d: SocketData, data: SubscribeData): void;
   unsubscribe(ws: Socket, d: SocketData, channel: unknown): void;
   /** The socket closed: give every subscription back to its owner. */
-  dropAll(d: SocketData): void;
+  dropAll(ws: Socket, d: SocketData): void;
 }
 
 /** The subscription record of every public or private (non-cache) channel subscription. */
@@ -57,11 +57,11 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     interest.add(app.id, channel);
   }
 
-  function untrack(d: SocketData, app: AppConfig, channel: string) {
+  function untrack(ws: Socket, d: SocketData, app: AppConfig, channel: string) {
     const sub = d.channels.get(channel);
     if (sub && d.channels.delete(channel)) {
       interest.remove(app.id, channel);
-      unfilter(app, channel, sub);
+      unfilter(ws, app, channel, sub);
     }
   }
 
@@ -74,8 +74,8 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     else sub.filter = deps.filters.add(topicOf(app.id, channel), ws, filter);
   }
 
-  function unfilter(app: AppConfig, channel: string, sub: Subscription) {
-    if (sub.filter && deps.filters) deps.filters.remove(topicOf(app.id, channel), sub.filter);
+  function unfilter(ws: Socket, app: AppConfig, channel: string, sub: Subscription) {
+    if (sub.filter && deps.filters) deps.filters.remove(topicOf(app.id, channel), ws, sub.filter);
   }
 
   /**
@@ -179,7 +179,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         return;
       }
       if (!reply.ok) {
-        untrack(d, app, channel);
+        untrack(ws, d, app, channel);
         return subscriptionError(ws, channel, reply.type, reply.error, reply.status);
       }
       sub.joined = true;
@@ -195,7 +195,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (retry && err instanceof BusPeerRestartedError && !d.closed && d.channels.get(channel) === sub) return ask(false);
       deps.log.error({ err, channel }, 'presence join failed');
       if (!d.closed && d.channels.get(channel) === sub) {
-        untrack(d, app, channel);
+        untrack(ws, d, app, channel);
         ws.cork(() => subscriptionError(ws, channel, 'LimitReached', 'server busy, try again', ErrorCode.OverCapacity));
       }
     });
@@ -263,19 +263,19 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (typeof channel !== 'string') return;
       const sub = d.channels.get(channel);
       if (!sub) return;
-      untrack(d, d.app!, channel);
+      untrack(ws, d, d.app!, channel);
       if (!sub.filter) ws.unsubscribe(topicOf(d.app!.id, channel));
       if (sub.joined) release(d.app!, channel, d.id, sub);
     },
 
-    dropAll(d) {
+    dropAll(ws, d) {
       const app = d.app;
       if (!app) return;
       // Interest always goes with the records; the owners are not told when the shard stops.
       const tell = !deps.stopping();
       for (const [channel, sub] of d.channels) {
         interest.remove(app.id, channel);
-        unfilter(app, channel, sub);
+        unfilter(ws, app, channel, sub);
         if (tell && sub.joined) release(app, channel, d.id, sub);
       }
       d.channels.clear();

@@ -1,7 +1,7 @@
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../config/types';
 import type { ChannelType } from '../protocol/channels';
-import type { MatchEntry } from '../filter/matcher';
+import type { FilterHandle } from '../channels/filtered';
 
 export interface Subscription {
   type: ChannelType;
@@ -13,7 +13,7 @@ export interface Subscription {
   /** Presence only: false while the owner has not answered the join yet. */
   joined: boolean;
   /** Tag filtering: its entry in the shard's filter index (channels/filtered.ts); such a socket is not on the native topic. */
-  filter?: MatchEntry<Socket>;
+  filter?: FilterHandle<Socket>;
 }
 
 /** Per-socket state, kept in uWS user data (never monkey-patched onto the socket). */
