@@ -35,7 +35,7 @@ export type ControlMsg =
    * Publisher → owner, before the publish frames: an API event on a cache channel. The
    * owner keeps `message` (the frame as published) for `ttl` seconds (channels/cache.ts).
    */
-  | { type: 'cache_set'; app: string; channel: string; message: string; ttl: number }
+  | { type: 'cache_set'; app: string; channel: string; message: string; ttl: number; tags?: string }
   /** The owner's cached message of a cache channel: answers a CachedMessage or null. */
   | { type: 'cache_get'; req: number; from: number; app: string; channel: string }
   /**

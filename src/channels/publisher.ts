@@ -193,7 +193,10 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       // Cache channels: the owner hears of it before the publish frames, so every later
       // subscriber gets the event live or as the replay (channels/cache.ts).
       const ttl = cacheTtl(m);
-      if (ttl !== null) batch.control(ownerOf(m.app, m.channel, shards), { type: 'cache_set', app: m.app, channel: m.channel, message: m.message, ttl });
+      if (ttl !== null) {
+        // tags: a filtered subscriber gets the replay only when its filter matches them
+        batch.control(ownerOf(m.app, m.channel, shards), { type: 'cache_set', app: m.app, channel: m.channel, message: m.message, ttl, ...(m.tags ? { tags: m.tags } : {}) });
+      }
       if (outStages.length > 0 && stagesTake(m)) continue;
       const targets = interest.targets(m.app, m.channel, []);
       if (targets.length > 0) batch.publish(targets, m.app, m.channel, m.except, Buffer.from(m.message), tagsOf(m));

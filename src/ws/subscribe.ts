@@ -17,6 +17,7 @@ import { verifyChannelAuth } from '../protocol/hmac';
 import { ErrorCode, SubscriptionStatus, type SubscriptionErrorType } from '../protocol/codes';
 import { compileFilter, type CompiledFilter } from '../filter/compile';
 import { parseFilter } from '../filter/parse';
+import { parseTags } from '../filter/tags';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
 import { sendFrame } from './send';
@@ -70,8 +71,12 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
    * filter, the shard's filter stage (channels/filtered.ts), never both.
    */
   function receive(ws: Socket, app: AppConfig, channel: string, sub: Subscription, filter: CompiledFilter | null) {
-    if (filter === null || !deps.filters) ws.subscribe(topicOf(app.id, channel));
-    else sub.filter = deps.filters.add(topicOf(app.id, channel), ws, filter);
+    if (filter === null || !deps.filters) {
+      ws.subscribe(topicOf(app.id, channel));
+    } else {
+      sub.filter = deps.filters.add(topicOf(app.id, channel), ws, filter);
+      sub.tagFilter = filter;
+    }
   }
 
   function unfilter(ws: Socket, app: AppConfig, channel: string, sub: Subscription) {
@@ -117,8 +122,10 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     if (!cache || cache.ttl(channel) === null) return;
     cache.forReplay(app.id, channel).then((r) => {
       if (d.closed || d.channels.get(channel) !== sub || r.kind === 'live') return;
+      // A filtered subscription: the cached event counts only when its tags match.
+      const hit = r.kind === 'hit' && (!sub.tagFilter || (r.tags !== null && sub.tagFilter.test(parseTags(r.tags).tags)));
       ws.cork(() => {
-        if (r.kind === 'hit') sendFrame(meters, ws, app.id, 'api-event', r.message);
+        if (hit && r.kind === 'hit') sendFrame(meters, ws, app.id, 'api-event', r.message);
         else sendFrame(meters, ws, app.id, Ev.CacheMiss, frame(deps.out(Ev.CacheMiss), undefined, channel));
       });
     }, (err: Error) => deps.log.warn({ err, channel }, 'cache channel: no answer from the owner, nothing replayed'));

@@ -2,6 +2,7 @@ import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../config/types';
 import type { ChannelType } from '../protocol/channels';
 import type { FilterHandle } from '../channels/filtered';
+import type { CompiledFilter } from '../filter/compile';
 
 export interface Subscription {
   type: ChannelType;
@@ -14,6 +15,8 @@ export interface Subscription {
   joined: boolean;
   /** Tag filtering: its entry in the shard's filter index (channels/filtered.ts); such a socket is not on the native topic. */
   filter?: FilterHandle<Socket>;
+  /** Tag filtering: the subscription's filter (a cache channel's replay is checked against it). */
+  tagFilter?: CompiledFilter;
 }
 
 /** Per-socket state, kept in uWS user data (never monkey-patched onto the socket). */

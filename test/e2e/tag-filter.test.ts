@@ -224,6 +224,28 @@ t.test('filtered subscribers of presence channels get member events and client e
   await srv.stop();
 });
 
+t.test('cache channels: a filtered subscriber gets the cached event only when it matches', async (t) => {
+  const srv = await startServer({ tag_filtering: { enabled: true } });
+  const app = srv.config.apps[0];
+  const r = await signedPost(srv.port, app, 'events', { name: 'last', channel: 'cache-prices', data: 'd', tags: { region: 'eu' } });
+  t.equal(r.status, 200);
+  const untagged = await signedPost(srv.port, app, 'events', { name: 'last', channel: 'cache-plain', data: 'd' });
+  t.equal(untagged.status, 200);
+  const clients = await spreadClients(srv, 4);
+  const cases: [RawClient, string, unknown, string][] = [
+    [clients[0], 'cache-prices', { key: 'region', cmp: 'eq', val: 'eu' }, 'last'],
+    [clients[1], 'cache-prices', { key: 'region', cmp: 'eq', val: 'us' }, 'pusher:cache_miss'],
+    [clients[2], 'cache-prices', { op: 'not', nodes: [{ key: 'region', cmp: 'eq', val: 'us' }] }, 'last'],
+    [clients[3], 'cache-plain', { key: 'region', cmp: 'nex' }, 'pusher:cache_miss'],
+  ];
+  for (const [c, channel, filter, want] of cases) {
+    t.equal((await c.subscribe(channel, { filter })).event, SUCCEEDED);
+    const f = await c.next((x) => x.channel === channel && (x.event === 'last' || x.event === 'pusher:cache_miss'), 5000);
+    t.equal(f.event, want, `${JSON.stringify(filter)} on ${channel}: ${want}`);
+  }
+  await srv.stop();
+});
+
 function authFor(c: RawClient, channel: string, user: string): Record<string, string> {
   const cd = JSON.stringify({ user_id: user });
   return { auth: channelAuth(APP.key, APP.secret, c.socketId, channel, cd), channel_data: cd };
