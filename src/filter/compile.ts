@@ -27,6 +27,8 @@ export interface CompiledFilter {
   postings: [string, string][] | null;
   /** True when carrying one of `postings` is the whole filter (no test needed). */
   exact: boolean;
+  /** The parsed tree as JSON: equal filters (long or short spellings alike) have equal keys. */
+  key: string;
 }
 
 type Pred = (tags: Tags) => boolean;
@@ -123,5 +125,5 @@ function postingsOf(n: FilterNode): Postings | null {
 
 export function compileFilter(n: FilterNode): CompiledFilter {
   const p = postingsOf(n);
-  return { test: predicate(n), postings: p?.pairs ?? null, exact: p?.exact ?? false };
+  return { test: predicate(n), postings: p?.pairs ?? null, exact: p?.exact ?? false, key: JSON.stringify(n) };
 }

@@ -14,7 +14,7 @@ export interface Subscription {
   /** Presence only: false while the owner has not answered the join yet. */
   joined: boolean;
   /** Tag filtering: its entry in the shard's filter index (channels/filtered.ts); such a socket is not on the native topic. */
-  filter?: FilterHandle<Socket>;
+  filter?: FilterHandle;
   /** Tag filtering: the subscription's filter (a cache channel's replay is checked against it). */
   tagFilter?: CompiledFilter;
 }

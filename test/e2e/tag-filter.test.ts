@@ -224,6 +224,36 @@ t.test('filtered subscribers of presence channels get member events and client e
   await srv.stop();
 });
 
+t.test('equal filters share a topic; socket_id excludes a filtered subscriber; unsubscribe of one leaves the other', async (t) => {
+  const srv = await startServer({ tag_filtering: { enabled: true } });
+  const app = srv.config.apps[0];
+  const [a, b, c, d] = await spreadClients(srv, 4);
+  const and = { op: 'and', nodes: [{ key: 'region', cmp: 'eq', val: 'eu' }, { key: 'tier', cmp: 'ex' }] };
+  // the same filter, once with the long spelling: one shared entry
+  const andLong = { op: 'and', nodes: [{ key: 'region', cmp: 'eq', val: 'eu' }, { key: 'tier', cmp: 'exists' }] };
+  const eq = { key: 'region', cmp: 'eq', val: 'eu' };
+  for (const [cl, filter] of [[a, and], [b, andLong], [c, eq], [d, eq]] as const) {
+    t.equal((await cl.subscribe('room', { filter })).event, SUCCEEDED);
+    t.equal((await cl.subscribe('marks')).event, SUCCEEDED);
+  }
+  const pub = async (name: string, tags: Record<string, string>, socketId?: string) => {
+    const r = await signedPost(srv.port, app, 'events', { name, channel: 'room', data: name, tags, ...(socketId ? { socket_id: socketId } : {}) });
+    t.equal(r.status, 200);
+  };
+  await pub('e1', { region: 'eu', tier: 'gold' });
+  await pub('e2', { region: 'eu', tier: 'gold' }, a.socketId);
+  await pub('e3', { region: 'eu' }, c.socketId);
+  a.send({ event: 'pusher:unsubscribe', data: { channel: 'room' } });
+  await a.sync();
+  await pub('e4', { region: 'eu', tier: 'x' });
+  await settle(srv, [a, b, c, d], 'marks');
+  t.same(names(a, 'room'), ['e1'], 'a: e1; excluded from e2; unsubscribed before e4');
+  t.same(names(b, 'room'), ['e1', 'e2', 'e4'], 'b: same filter as a, still subscribed');
+  t.same(names(c, 'room'), ['e1', 'e2', 'e4'], 'c: excluded from e3');
+  t.same(names(d, 'room'), ['e1', 'e2', 'e3', 'e4'], 'd: everything for eu');
+  await srv.stop();
+});
+
 t.test('cache channels: a filtered subscriber gets the cached event only when it matches', async (t) => {
   const srv = await startServer({ tag_filtering: { enabled: true } });
   const app = srv.config.apps[0];
