@@ -126,7 +126,7 @@ async function main(): Promise<void> {
   console.log('|---|---|---|---|---|---|');
   for (const k of ['unfiltered', 'filtered'] as const) {
     const events = med(k, 'api_req_per_s') * (k === 'filtered' ? values : 1);
-    console.log(`| ${k} | ${Math.round(med(k, 'delivered_per_s'))} | ${Math.round(med(k, 'api_req_per_s'))} | ${Math.round(events)} | ${med(k, 'server_cpu_pct')} | ${Math.round(cpuPer1k(k))} |`);
+    console.log(`| ${k} | ${Math.round(med(k, 'delivered_per_s'))} | ${Math.round(med(k, 'api_req_per_s'))} | ${Math.round(events)} | ${Math.round(med(k, 'server_cpu_pct') * 10) / 10} | ${Math.round(cpuPer1k(k))} |`);
   }
   console.log(`delivered msgs/s, filtered / unfiltered: ${(f / u).toFixed(2)}x (target >= 0.5x)`);
   console.log(`deliveries per server CPU second, filtered / unfiltered: ${(cpuPer1k('unfiltered') / cpuPer1k('filtered')).toFixed(2)}x`);
