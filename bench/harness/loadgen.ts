@@ -89,8 +89,11 @@ function maskedFrame(opcode: number, payload: Buffer): Buffer {
 
 const PONG_FRAME = maskedFrame(OP_TEXT, Buffer.from('{"event":"pusher:pong","data":{}}'));
 
-function subscribeFrames(channels: string[]): Buffer {
-  return Buffer.concat(channels.map((c) => maskedFrame(OP_TEXT, Buffer.from(JSON.stringify({ event: 'pusher:subscribe', data: { channel: c } })))));
+function subscribeFrames(channels: string[], g: number): Buffer {
+  const f = init.channels.filter;
+  const eq = f ? { key: f.key, cmp: 'eq', val: String(g % f.values) } : null;
+  const filter = f ? { filter: f.shape === 'and' ? { op: 'and', nodes: [eq, { key: f.key, cmp: 'ex' }] } : eq } : {};
+  return Buffer.concat(channels.map((c) => maskedFrame(OP_TEXT, Buffer.from(JSON.stringify({ event: 'pusher:subscribe', data: { channel: c, ...filter } })))));
 }
 
 function sendSubscribes(c: Conn): void {
@@ -98,7 +101,7 @@ function sendSubscribes(c: Conn): void {
   c.subsSent = true;
   if (tFirstSubSent === 0) tFirstSubSent = nowUs();
   subsSentCount += c.channels.length;
-  c.sock.write(subscribeFrames(c.channels));
+  c.sock.write(subscribeFrames(c.channels, c.g));
 }
 
 // ---- server frames -------------------------------------------------------------------

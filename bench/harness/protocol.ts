@@ -26,6 +26,11 @@ export interface ChannelSpec {
   prefix: string;
   perConn: number;
   mod: number;
+  /**
+   * Tag filtering (bench/filters/): each subscribe carries {key, cmp: 'eq', val: String(g % values)};
+   * shape 'and' wraps it as and(eq, ex key), which the server cannot serve natively (channels/filtered.ts).
+   */
+  filter?: { key: string; values: number; shape?: 'eq' | 'and' };
 }
 
 export function channelsOf(spec: ChannelSpec, g: number): string[] {
@@ -123,6 +128,11 @@ export interface PubRun {
   /** Length of the event's data string. */
   payloadBytes: number;
   event: string;
+  /**
+   * POST /batch_events instead: `size` events to the channel per request, event j tagged
+   * {[tagKey]: String(j)} (no tags when tagKey is null). Not with timestamp.
+   */
+  batch?: { size: number; tagKey: string | null };
 }
 
 export type PubCommand =

@@ -52,10 +52,10 @@ const cache = new Map<string, { ts: number; req: Buffer }>();
 let pad = '';
 let seq = 0;
 
-function buildRequest(body: string, ts: number): Buffer {
-  const q = signApiQuery(init.key, init.secret, 'POST', path, {}, body, ts);
+function buildRequest(body: string, ts: number, p = path): Buffer {
+  const q = signApiQuery(init.key, init.secret, 'POST', p, {}, body, ts);
   const bodyBuf = Buffer.from(body, 'utf8');
-  const head = `POST ${path}?${q} HTTP/1.1\r\nHost: ${hostHeader}\r\nContent-Type: application/json\r\nContent-Length: ${bodyBuf.length}\r\n\r\n`;
+  const head = `POST ${p}?${q} HTTP/1.1\r\nHost: ${hostHeader}\r\nContent-Type: application/json\r\nContent-Length: ${bodyBuf.length}\r\n\r\n`;
   return Buffer.concat([Buffer.from(head, 'latin1'), bodyBuf]);
 }
 
@@ -71,7 +71,15 @@ function nextRequest(sentUs: number): Buffer {
   let e = cache.get(channel);
   if (e === undefined || nowS - e.ts > 60) {
     const data = '@0 ' + pad;
-    e = { ts: nowS, req: buildRequest(JSON.stringify({ name: r.event, channels: [channel], data }), nowS) };
+    const b = r.batch;
+    e = {
+      ts: nowS,
+      req: b
+        ? buildRequest(JSON.stringify({
+          batch: Array.from({ length: b.size }, (_, j) => ({ name: r.event, channel, data, ...(b.tagKey ? { tags: { [b.tagKey]: String(j) } } : {}) })),
+        }), nowS, path.replace(/\/events$/, '/batch_events'))
+        : buildRequest(JSON.stringify({ name: r.event, channels: [channel], data }), nowS),
+    };
     cache.set(channel, e);
   }
   return e.req;

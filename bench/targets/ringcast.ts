@@ -12,7 +12,8 @@ export function ringcastRoot(): string {
 }
 
 /** `extra`: more environment and node flags for the server (the soak test's GC hook). */
-export function ringcastTarget(workers: number, extra: { env?: Record<string, string>; nodeArgs?: string[] } = {}): TargetDef {
+/** `yaml` / `appYaml`: more top-level config lines, and more lines of the app (bench/filters/). */
+export function ringcastTarget(workers: number, extra: { env?: Record<string, string>; nodeArgs?: string[]; yaml?: string[]; appYaml?: string[] } = {}): TargetDef {
   return {
     name: `ringcast-${workers}`,
     label: `ringcast workers:${workers}`,
@@ -29,6 +30,7 @@ export function ringcastTarget(workers: number, extra: { env?: Record<string, st
         `port: ${port}`,
         `workers: ${workers}`,
         'shutdown_grace_period: 3000',
+        ...(extra.yaml ?? []),
         'log:',
         '  level: warn',
         'apps:',
@@ -38,6 +40,7 @@ export function ringcastTarget(workers: number, extra: { env?: Record<string, st
         // The spec's default API bucket is 1,000 requests/s per app; soketi's default app
         // has no limit. A throughput benchmark measures the engine, not the limiter.
         '    max_client_events_per_second: 10000000',
+        ...(extra.appYaml ?? []).map((l) => `    ${l}`),
         '',
       ].join('\n'));
       return launchServer({

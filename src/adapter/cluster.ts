@@ -174,7 +174,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     seen(d.node);
     const f = d.frame;
     try {
-      bridge.publish(f.app, f.channel, f.except, Buffer.from(f.message).toString());
+      bridge.publish(f.app, f.channel, f.except, Buffer.from(f.message).toString(), typeof f.tags === 'string' ? f.tags : null);
     } catch (err) {
       metrics.inc('adapter_errors_total');
       if (err instanceof BusFullError) log.warn({ channel: f.channel }, 'cluster: a remote publish was dropped: the shards\' queues are full');

@@ -32,7 +32,8 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 
 export function encodeNodePublish(node: string, f: PublishFrame): Uint8Array {
-  const body = encodePublish(f.app, f.channel, f.except, f.message);
+  // tags as published (a string or none: only subscription counts carry TAGS_ALL, never bridged)
+  const body = encodePublish(f.app, f.channel, f.except, f.message, typeof f.tags === 'string' ? f.tags : null);
   const out = new Uint8Array(2 + node.length + body.length);
   out[0] = Kind.Publish;
   out[1] = node.length;

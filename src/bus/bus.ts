@@ -17,7 +17,7 @@ import { Endpoints } from './endpoints';
 import { BusFullError, BusPeerRestartedError, BusTimeoutError } from './errors';
 import {
   ControlMsg, FrameType, PublishFrame, RequestBody,
-  decodeControl, decodePublish, encodeControl, encodePublish,
+  decodeControl, decodePublish, encodeControl, encodePublish, type FrameTags,
 } from './messages';
 import { CausalOrder, Next, SPILL_WAIT_MAX_MS, StampClock, stampOf, type Stamped } from './ordering';
 import { Requests } from './requests';
@@ -74,7 +74,7 @@ export class Bus {
       write: (to, type, payload) => {
         if (this.stopped || !this.ends.write(to, type, this.clock.stamp(payload))) throw new BusFullError(to); // not after canWrite
       },
-      publishSelf: (app, channel, except, message) => this.publish(self, app, channel, except, message),
+      publishSelf: (app, channel, except, message, tags) => this.publish(self, app, channel, except, message, tags),
       controlSelf: (msg) => this.control(self, msg),
     };
   }
@@ -94,16 +94,16 @@ export class Bus {
   }
 
   /** Throws BusFullError when the ring and its spill queue to `to` are full (nothing taken). */
-  publish(to: number, app: string, channel: string, except: string, message: Uint8Array): void {
+  publish(to: number, app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null): void {
     if (to === this.self) {
-      if (this.handling) this.handlers!.onPublish({ app, channel, except, message });
-      else if (this.quiet()) this.deliverNow({ app, channel, except, message });
+      if (this.handling) this.handlers!.onPublish({ app, channel, except, message, tags });
+      else if (this.quiet()) this.deliverNow({ app, channel, except, message, tags });
       // drain may hold the frame back for ordering: it keeps a copy (the caller's bytes are
       // only its own during the call; shard/fanout.ts reuses them).
-      else this.drain({ stamp: this.clock.tick(), from: this.self, type: FrameType.Publish, payload: null, local: { app, channel, except, message: Buffer.from(message) } });
+      else this.drain({ stamp: this.clock.tick(), from: this.self, type: FrameType.Publish, payload: null, local: { app, channel, except, message: Buffer.from(message), tags } });
       return;
     }
-    if (this.stopped || !this.ends.write(to, FrameType.Publish, this.clock.stamp(encodePublish(app, channel, except, message)))) {
+    if (this.stopped || !this.ends.write(to, FrameType.Publish, this.clock.stamp(encodePublish(app, channel, except, message, tags)))) {
       throw new BusFullError(to);
     }
   }
@@ -116,7 +116,7 @@ export class Bus {
    * nowhere (so a 503 means no subscriber got it). The frame is encoded once. A bad or
    * repeated index throws RangeError, also before anything is written.
    */
-  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array): void {
+  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null): void {
     const epoch = this.nextEpoch();
     let payload: Uint8Array | null = null;
     let local = false;
@@ -128,7 +128,7 @@ export class Bus {
         continue;
       }
       if (this.stopped) throw new BusFullError(to);
-      payload ??= encodePublish(app, channel, except, message);
+      payload ??= encodePublish(app, channel, except, message, tags);
       if (!this.ends.wouldTake(to, payload.length)) throw new BusFullError(to);
     }
     if (payload !== null) {
@@ -137,7 +137,7 @@ export class Bus {
         if (to !== this.self && !this.ends.write(to, FrameType.Publish, this.clock.stamp(payload))) throw new BusFullError(to); // not after wouldTake
       }
     }
-    if (local) this.publish(this.self, app, channel, except, message);
+    if (local) this.publish(this.self, app, channel, except, message, tags);
   }
 
   /** publishTo() every shard (threads 0 … threads − 2). */

@@ -35,7 +35,7 @@ export type ControlMsg =
    * Publisher → owner, before the publish frames: an API event on a cache channel. The
    * owner keeps `message` (the frame as published) for `ttl` seconds (channels/cache.ts).
    */
-  | { type: 'cache_set'; app: string; channel: string; message: string; ttl: number }
+  | { type: 'cache_set'; app: string; channel: string; message: string; ttl: number; tags?: string }
   /** The owner's cached message of a cache channel: answers a CachedMessage or null. */
   | { type: 'cache_get'; req: number; from: number; app: string; channel: string }
   /**
@@ -119,10 +119,21 @@ export type RequestBody = RequestMsg extends infer M ? (M extends RequestMsg ? O
 export const STAMP_BYTES = 4;
 
 // ── Publish frame codec ──────────────────────────────────────────────────────
-// [u32 stamp][u16 appLen][app utf8][u16 channelLen][channel utf8][u8 exceptLen][except ascii][message bytes]
+// [u32 stamp][u16 appLen][app utf8][u16 channelLen][channel utf8][u8 exceptLen][except ascii]
+// [u16 tagsLen][tags utf8][message bytes]
+// The tag section (tag filtering, filter/) is the event's tags as sorted JSON, so a shard
+// filters without parsing the message; tagsLen 0 = untagged (the usual frame: two bytes
+// more, no other work), TAGS_ALL_LEN = a protocol message every subscriber gets, filtered
+// or not (subscription_count).
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
+
+/** Tags of a protocol message that filtered subscribers get too (member events, subscription_count). */
+export const TAGS_ALL: unique symbol = Symbol('every subscriber');
+/** A publish frame's tags: none (untagged), the sorted tags JSON, or every subscriber. */
+export type FrameTags = null | string | typeof TAGS_ALL;
+const TAGS_ALL_LEN = 0xffff;
 
 export interface PublishFrame {
   app: string;
@@ -130,19 +141,33 @@ export interface PublishFrame {
   /** socket_id that must not receive the message, or '' */
   except: string;
   message: Uint8Array;
+  /** The tag section; absent = null (untagged). */
+  tags?: FrameTags;
 }
 
-export function encodePublish(app: string, channel: string, except: string, message: Uint8Array): Uint8Array {
+/** The tag section's bytes of `tags` (a JSON object string, or TAGS_ALL). */
+function tagBytes(tags: FrameTags): Uint8Array | null {
+  if (tags === null || tags === TAGS_ALL) return null;
+  const t = enc.encode(tags);
+  if (t.length >= TAGS_ALL_LEN) throw new RangeError('publish tags too long');
+  return t;
+}
+
+export function encodePublish(app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null): Uint8Array {
   const a = enc.encode(app);
   const c = enc.encode(channel);
   const x = enc.encode(except);
   if (a.length > 0xffff || c.length > 0xffff || x.length > 0xff) throw new RangeError('publish header field too long');
-  const out = new Uint8Array(STAMP_BYTES + 2 + a.length + 2 + c.length + 1 + x.length + message.length);
+  const t = tags === null ? null : tagBytes(tags);
+  const tl = t === null ? 0 : t.length;
+  const out = new Uint8Array(STAMP_BYTES + 2 + a.length + 2 + c.length + 1 + x.length + 2 + tl + message.length);
   const dv = new DataView(out.buffer);
   let o = STAMP_BYTES;
   dv.setUint16(o, a.length); o += 2; out.set(a, o); o += a.length;
   dv.setUint16(o, c.length); o += 2; out.set(c, o); o += c.length;
   out[o++] = x.length; out.set(x, o); o += x.length;
+  dv.setUint16(o, tags === TAGS_ALL ? TAGS_ALL_LEN : tl); o += 2;
+  if (t !== null) { out.set(t, o); o += tl; }
   out.set(message, o);
   return out;
 }
@@ -156,7 +181,11 @@ export function decodePublish(buf: Uint8Array): PublishFrame {
   const channel = dec.decode(buf.subarray(o, o + cl)); o += cl;
   const xl = buf[o++];
   const except = dec.decode(buf.subarray(o, o + xl)); o += xl;
-  return { app, channel, except, message: buf.subarray(o) };
+  const tl = dv.getUint16(o); o += 2;
+  let tags: FrameTags = null;
+  if (tl === TAGS_ALL_LEN) tags = TAGS_ALL;
+  else if (tl > 0) { tags = dec.decode(buf.subarray(o, o + tl)); o += tl; }
+  return { app, channel, except, message: buf.subarray(o), tags };
 }
 
 /** [u32 stamp][JSON utf8] */

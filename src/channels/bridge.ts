@@ -22,7 +22,7 @@ export function bridgeOut(bus: PipelineBus, primary: number): OutboundStage {
       // member events and subscription counts are decided per node by the owners; cluster
       // presence carries them (adapter/), not this copy
       if (m.kind === 'api' || m.kind === 'client' || m.kind === 'user') {
-        bus.publishTo(to, m.app, m.channel, m.except, Buffer.from(m.message));
+        bus.publishTo(to, m.app, m.channel, m.except, Buffer.from(m.message), m.tags ?? null);
       }
       return false; // the local shards get it as well
     },
@@ -34,7 +34,7 @@ export interface Bridge {
    * Publishes a message made elsewhere (another node) to this process's subscribers of the
    * channel: written to every shard with interest. Throws BusFullError (sent nowhere).
    */
-  publish(app: string, channel: string, except: string, message: string): void;
+  publish(app: string, channel: string, except: string, message: string, tags?: string | null): void;
   /** Receives each local API and client event the shards hand to the primary. */
   onLocal(handler: (f: PublishFrame) => void): void;
 }
@@ -64,8 +64,8 @@ export function createPrimaryEndpoint(deps: {
   });
   let handler: ((f: PublishFrame) => void) | null = null;
   return {
-    publish(app, channel, except, message) {
-      publisher.publishOne({ kind: 'api', app, channel, except, message });
+    publish(app, channel, except, message, tags = null) {
+      publisher.publishOne({ kind: 'api', app, channel, except, message, tags });
     },
     onLocal(h) {
       handler = h;

@@ -31,11 +31,14 @@ export interface CachedMessage {
   message: string;
   /** Milliseconds until it expires (> 0). */
   ttlMs: number;
+  /** The event's tags (sorted JSON) when it had some and tag filtering is on. */
+  tags?: string;
 }
 
 interface Entry {
   message: string;
   expiresAt: number;
+  tags: string | undefined;
 }
 
 /** Owner side: the last message per (app, channel), until its expiry. */
@@ -49,11 +52,11 @@ export class CacheStore {
     return this.entries.size;
   }
 
-  set(app: string, channel: string, message: string, ttlSeconds: number): void {
+  set(app: string, channel: string, message: string, ttlSeconds: number, tags?: string): void {
     const key = app + ' ' + channel;
     // delete first: the Map keeps insertion order, the newest entries last
     this.entries.delete(key);
-    this.entries.set(key, { message, expiresAt: this.now() + ttlSeconds * 1000 });
+    this.entries.set(key, { message, expiresAt: this.now() + ttlSeconds * 1000, tags });
   }
 
   /** The entry, or null when there is none or it has expired (then it is dropped). */
@@ -66,7 +69,7 @@ export class CacheStore {
       this.entries.delete(key);
       return null;
     }
-    return { message: e.message, ttlMs: left };
+    return e.tags === undefined ? { message: e.message, ttlMs: left } : { message: e.message, ttlMs: left, tags: e.tags };
   }
 
   /** Drops every expired entry; returns how many. */
@@ -96,7 +99,7 @@ export class CacheStore {
 }
 
 /** What a new subscription gets: the cached frame, a miss, or nothing (a live event got there first). */
-export type Replay = { kind: 'hit'; message: string } | { kind: 'miss' } | { kind: 'live' };
+export type Replay = { kind: 'hit'; message: string; tags: string | null } | { kind: 'miss' } | { kind: 'live' };
 
 /** Shard side of cache channels (built only with cache.driver `memory`). */
 export class CacheChannels {
@@ -147,7 +150,7 @@ export class CacheChannels {
     try {
       const cached = await this.lookup(app, channel);
       if (w.published !== seen) return { kind: 'live' };
-      return cached === null ? { kind: 'miss' } : { kind: 'hit', message: cached.message };
+      return cached === null ? { kind: 'miss' } : { kind: 'hit', message: cached.message, tags: cached.tags ?? null };
     } finally {
       if (--w.waiting === 0) this.watched.delete(topic);
     }

@@ -221,7 +221,7 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
         case 'members':
           return deps.reply(from, msg.req, store.members(msg.app, msg.channel));
         case 'cache_set':
-          return deps.cacheStore?.set(msg.app, msg.channel, msg.message, msg.ttl);
+          return deps.cacheStore?.set(msg.app, msg.channel, msg.message, msg.ttl, msg.tags);
         case 'cache_get':
           return deps.reply(from, msg.req, deps.cacheStore?.get(msg.app, msg.channel) ?? null);
       }

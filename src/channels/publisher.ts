@@ -17,7 +17,7 @@
 import type { Logger } from 'pino';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { BusFullError } from '../bus/errors';
-import type { ControlMsg, PublishFrame } from '../bus/messages';
+import { TAGS_ALL, type ControlMsg, type FrameTags, type PublishFrame } from '../bus/messages';
 import { metersFor, type Meters } from '../metrics/meters';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { Ev } from '../protocol/events';
@@ -38,20 +38,22 @@ export interface Outgoing {
   except: string;
   /** The serialised client frame ({"event","channel","data",…}). */
   message: string;
+  /** Tag filtering: the event's tags as sorted JSON (filter/tags.ts); absent or null = untagged. */
+  tags?: string | null;
 }
 
 /** What the pipeline needs of the bus (bus/bus.ts). */
 export interface PipelineBus {
   readonly self: number;
   /** All or nothing over `targets` (BusFullError, written nowhere). `self` may be a target. */
-  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array): void;
+  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags?: FrameTags): void;
   control(to: number, msg: ControlMsg): void;
   /** Frames written all or nothing (bus/batch.ts): commit() throws BusFullError having written none. */
   batch(): PipelineBatch;
 }
 
 export interface PipelineBatch {
-  publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array): unknown;
+  publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags?: FrameTags): unknown;
   control(to: number, msg: ControlMsg): unknown;
   commit(): void;
 }
@@ -138,6 +140,11 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     if (m.except.length > 255) throw new RangeError(`socket_id to exclude is too long (${m.except.length})`);
   }
 
+  /** The frame's tag section: subscription counts reach filtered subscribers too (channels/filtered.ts). */
+  function tagsOf(m: Outgoing): FrameTags {
+    return m.kind === 'count' ? TAGS_ALL : m.tags ?? null;
+  }
+
   /** True when a stage took the message over. */
   function stagesTake(m: Outgoing): boolean {
     for (let i = 0; i < outStages.length; i++) if (outStages[i].out(m)) return true;
@@ -162,14 +169,14 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     // publish made while one is delivering (a slow consumer closed during a publish, its
     // presence member_removed) gets its own Buffer.
     if (nested || 3 * message.length > MAX_SCRATCH) {
-      bus.publishTo(targets, m.app, m.channel, m.except, Buffer.from(message));
+      bus.publishTo(targets, m.app, m.channel, m.except, Buffer.from(message), tagsOf(m));
       return;
     }
     if (3 * message.length > scratch.length) scratch = Buffer.allocUnsafe(Math.min(MAX_SCRATCH, Math.max(3 * message.length, 2 * scratch.length)));
     const n = scratch.write(message, 0, 'utf8');
     busy = true;
     try {
-      bus.publishTo(targets, m.app, m.channel, m.except, scratch.subarray(0, n));
+      bus.publishTo(targets, m.app, m.channel, m.except, scratch.subarray(0, n), tagsOf(m));
     } finally {
       busy = false;
     }
@@ -186,10 +193,13 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       // Cache channels: the owner hears of it before the publish frames, so every later
       // subscriber gets the event live or as the replay (channels/cache.ts).
       const ttl = cacheTtl(m);
-      if (ttl !== null) batch.control(ownerOf(m.app, m.channel, shards), { type: 'cache_set', app: m.app, channel: m.channel, message: m.message, ttl });
+      if (ttl !== null) {
+        // tags: a filtered subscriber gets the replay only when its filter matches them
+        batch.control(ownerOf(m.app, m.channel, shards), { type: 'cache_set', app: m.app, channel: m.channel, message: m.message, ttl, ...(m.tags ? { tags: m.tags } : {}) });
+      }
       if (outStages.length > 0 && stagesTake(m)) continue;
       const targets = interest.targets(m.app, m.channel, []);
-      if (targets.length > 0) batch.publish(targets, m.app, m.channel, m.except, Buffer.from(m.message));
+      if (targets.length > 0) batch.publish(targets, m.app, m.channel, m.except, Buffer.from(m.message), tagsOf(m));
     }
     batch.commit();
   }
@@ -243,7 +253,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       deps.onMember?.(m);
       const data = m.op === 'added' ? { user_id: m.userId, user_info: m.userInfo } : { user_id: m.userId };
       const bytes = Buffer.from(frame(deps.out(m.op === 'added' ? Ev.MemberAdded : Ev.MemberRemoved), JSON.stringify(data), m.channel));
-      deliver({ app: m.app, channel: m.channel, except: m.except, message: bytes });
+      deliver({ app: m.app, channel: m.channel, except: m.except, message: bytes, tags: TAGS_ALL });
     },
   };
 }

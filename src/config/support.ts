@@ -12,7 +12,6 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
     issues.push({ key, message: `${key}: ${what} is not available in this build of ringcast yet` });
   if (c.cache.driver === 'redis' || c.cache.driver === 'redis-cluster') no('cache.driver', `the ${c.cache.driver} cache driver`);
   if (c.queue.driver !== 'sync') no('queue.driver', `the ${c.queue.driver} queue driver`);
-  if (c.tag_filtering.enabled) no('tag_filtering.enabled', 'tag filtering');
   c.apps.forEach((app, i) => {
     if (app.webhooks.length > 0) no(`apps[${i}].webhooks`, 'webhook delivery');
     // the user owners count signed-in connections per process, not yet over the cluster

@@ -8,6 +8,8 @@ import { isPresence, isServerToUser, validateChannelName, validateEventName } fr
 import { metersFor } from '../metrics/meters';
 import { isClientEvent } from '../protocol/events';
 import { frame } from '../protocol/frames';
+import { tagsEnabled } from '../filter/enable-tags';
+import { serialiseTags } from '../filter/tags';
 import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
 import { then, type MaybePromise } from './maybe';
@@ -20,6 +22,8 @@ export interface ParsedEvent {
   channels: string[];
   socketId: string;
   info: ReadonlySet<string>;
+  /** The event's tags as sorted JSON (filter/tags.ts), or null: untagged. */
+  tags: string | null;
 }
 
 const EVENT_INFO = new Set(['subscription_count', 'user_count']);
@@ -89,17 +93,26 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
     }
     info = asked;
   }
-  return { name, data, channels, socketId, info };
+  const tags = serialiseTags(ev.tags);
+  if (!tags.ok) return jsonError(400, `${where}${tags.error}`);
+  return { name, data, channels, socketId, info, tags: tags.json };
 }
 
 function isParsed(x: ParsedEvent | ApiResponse): x is ParsedEvent {
   return (x as ParsedEvent).channels !== undefined;
 }
 
-/** The messages of one event: one per channel, serialised once each. */
-function messagesOf(app: AppConfig, ev: ParsedEvent, into: Outgoing[]): Outgoing[] {
+/**
+ * The messages of one event: one per channel, serialised once each. Tags go along only
+ * with tag_filtering.enabled (spec: tags need it; otherwise they are validated and
+ * dropped), and into the message as "tags" where the channel's `enable_tags` is set.
+ */
+function messagesOf(deps: ApiDeps, app: AppConfig, ev: ParsedEvent, into: Outgoing[]): Outgoing[] {
+  const tags = deps.config.tag_filtering.enabled ? ev.tags : null;
   for (const channel of ev.channels) {
-    into.push({ kind: isServerToUser(channel) ? 'user' : 'api', app: app.id, channel, except: ev.socketId, message: frame(ev.name, ev.data, channel) });
+    let message = frame(ev.name, ev.data, channel);
+    if (tags !== null && tagsEnabled(app, channel)) message = message.slice(0, -1) + ',"tags":' + tags + '}';
+    into.push({ kind: isServerToUser(channel) ? 'user' : 'api', app: app.id, channel, except: ev.socketId, message, tags });
   }
   return into;
 }
@@ -138,7 +151,7 @@ export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePr
     if (overRate) return overRate;
     try {
       // All channels or none: a 503 has delivered nothing (channels/publisher.ts).
-      deps.publisher.publish(messagesOf(app, ev, []));
+      deps.publisher.publish(messagesOf(deps, app, ev, []));
     } catch (err) {
       return busy(deps, err);
     }
@@ -172,7 +185,7 @@ export function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Ma
     try {
       // The whole batch or nothing: a 503 has delivered no event of it.
       const msgs: Outgoing[] = [];
-      for (const ev of events) messagesOf(app, ev, msgs);
+      for (const ev of events) messagesOf(deps, app, ev, msgs);
       deps.publisher.publish(msgs);
     } catch (err) {
       return busy(deps, err);

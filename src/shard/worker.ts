@@ -12,6 +12,7 @@ import { ConnectionCounters } from '../channels/counters';
 import { bridgeOut } from '../channels/bridge';
 import { createClusterDirectory } from '../channels/cluster-directory';
 import { createBusDirectory } from '../channels/directory';
+import { createFilteredSubscriptions } from '../channels/filtered';
 import { Interest } from '../channels/interest';
 import { createOwnerService, isOwnerMsg } from '../channels/owner-service';
 import { createPublisher } from '../channels/publisher';
@@ -21,6 +22,7 @@ import { registerRoutes } from '../http/router';
 import { deepFreeze } from '../config';
 import { createShardLogger, moduleLogger } from '../log';
 import { createRateLimiter, STARTUP_TIMEOUT_MS } from '../ratelimit';
+import { metersFor } from '../metrics/meters';
 import { PromMetrics } from '../metrics/registry';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { outName } from '../protocol/events';
@@ -75,11 +77,13 @@ cacheStore?.startSweep(30_000);
 const interest = new Interest(init.interest, shards, shardId);
 /** The live console's event tap (console/tap.ts): a pipeline stage only when the console is on. */
 const tap = config.console.enabled ? createTap(shardId, post) : null;
+/** Tag filtering (channels/filtered.ts): the filter visitor stage; null when disabled. */
+const filters = config.tag_filtering.enabled ? createFilteredSubscriptions<Socket>({ uws, sockets, meters: metersFor(metrics) }) : null;
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
-  stages: { adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])] },
+  stages: { adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])], filter: filters ? [filters] : [] },
 });
 const localDirectory = createBusDirectory({ bus, shards, log: logOf('bus'), metrics });
 // In a cluster the channel questions also go to every other node, through the primary
@@ -163,6 +167,7 @@ const behavior = createWsBehavior({
   watchlists,
   cache,
   tap,
+  filters,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });

@@ -231,11 +231,11 @@ export class Backpressure {
     }
   }
 
-  /** Channel topics the socket receives natively (presence: once joined). */
+  /** Channel topics the socket receives natively (presence: once joined; filtered ones never). */
   private channelTopics(d: SocketData): string[] {
     const out: string[] = [];
     if (d.app === null) return out;
-    for (const [channel, sub] of d.channels) if (sub.joined) out.push(topicOf(d.app.id, channel));
+    for (const [channel, sub] of d.channels) if (sub.joined && !sub.filter) out.push(topicOf(d.app.id, channel));
     return out;
   }
 

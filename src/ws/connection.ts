@@ -253,7 +253,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       // Before the unsubscribes: a test that sees an owner count the unsubscribe knows the
       // owner of the user (the same shard, if it is the channel's owner) has the sign-out too.
       deps.watchlists?.closed(d, !deps.stopping());
-      subs.dropAll(d);
+      subs.dropAll(ws, d);
       if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'close', socket_id: d.id });
     },
 

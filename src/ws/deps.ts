@@ -6,6 +6,7 @@ import type { ChannelDirectory } from '../channels/directory';
 import type { Interest } from '../channels/interest';
 import type { Publisher } from '../channels/publisher';
 import type { CacheChannels } from '../channels/cache';
+import type { FilteredSubscriptions } from '../channels/filtered';
 import type { ConnectionCounters } from '../channels/counters';
 import type { PresenceShadows } from '../channels/rebuild';
 import type { MetricsSink } from '../metrics/types';
@@ -44,6 +45,8 @@ export interface WsDeps {
   watchlists?: Watchlists;
   /** The live console's event tap (connections open / close); null or absent when the console is off. */
   tap?: Tap | null;
+  /** Tag filtering: the filtered subscriptions of this shard (channels/filtered.ts); absent when disabled. */
+  filters?: FilteredSubscriptions<Socket> | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

@@ -15,6 +15,9 @@ import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import { verifyChannelAuth } from '../protocol/hmac';
 import { ErrorCode, SubscriptionStatus, type SubscriptionErrorType } from '../protocol/codes';
+import { compileFilter, type CompiledFilter } from '../filter/compile';
+import { parseFilter } from '../filter/parse';
+import { parseTags } from '../filter/tags';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
 import { sendFrame } from './send';
@@ -23,13 +26,15 @@ interface SubscribeData {
   channel?: unknown;
   auth?: unknown;
   channel_data?: unknown;
+  /** Tag filtering (filter/parse.ts). */
+  filter?: unknown;
 }
 
 export interface Subscriptions {
   subscribe(ws: Socket, d: SocketData, data: SubscribeData): void;
   unsubscribe(ws: Socket, d: SocketData, channel: unknown): void;
   /** The socket closed: give every subscription back to its owner. */
-  dropAll(d: SocketData): void;
+  dropAll(ws: Socket, d: SocketData): void;
 }
 
 /** The subscription record of every public or private (non-cache) channel subscription. */
@@ -53,8 +58,48 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     interest.add(app.id, channel);
   }
 
-  function untrack(d: SocketData, app: AppConfig, channel: string) {
-    if (d.channels.delete(channel)) interest.remove(app.id, channel);
+  function untrack(ws: Socket, d: SocketData, app: AppConfig, channel: string) {
+    const sub = d.channels.get(channel);
+    if (sub && d.channels.delete(channel)) {
+      interest.remove(app.id, channel);
+      unfilter(ws, app, channel, sub);
+    }
+  }
+
+  /**
+   * Where a subscription receives the channel's messages: the native topic, or, with a tag
+   * filter, the shard's filter stage (channels/filtered.ts), never both.
+   */
+  function receive(ws: Socket, app: AppConfig, channel: string, sub: Subscription, filter: CompiledFilter | null) {
+    if (filter === null || !deps.filters) {
+      ws.subscribe(topicOf(app.id, channel));
+    } else {
+      sub.filter = deps.filters.add(topicOf(app.id, channel), ws, filter);
+      sub.tagFilter = filter;
+    }
+  }
+
+  function unfilter(ws: Socket, app: AppConfig, channel: string, sub: Subscription) {
+    if (sub.filter && deps.filters) deps.filters.remove(topicOf(app.id, channel), ws, sub.filter);
+  }
+
+  /**
+   * The subscribe's `filter`, validated once: null without one, undefined when it was
+   * refused (the subscription_error is sent).
+   */
+  function filterOf(ws: Socket, channel: string, raw: unknown): CompiledFilter | null | undefined {
+    if (raw === undefined || raw === null) return null;
+    const tf = deps.config.tag_filtering;
+    if (!tf.enabled || !deps.filters) {
+      subscriptionError(ws, channel, 'InvalidFilter', 'tag filtering is not enabled on this server (tag_filtering.enabled)', SubscriptionStatus.InvalidFilter);
+      return undefined;
+    }
+    const parsed = parseFilter(raw, tf.max_nodes);
+    if (!parsed.ok) {
+      subscriptionError(ws, channel, 'InvalidFilter', parsed.error, SubscriptionStatus.InvalidFilter);
+      return undefined;
+    }
+    return compileFilter(parsed.filter);
   }
 
   function subscriptionError(ws: Socket, channel: string, type: SubscriptionErrorType, error: string, status: number) {
@@ -77,8 +122,10 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     if (!cache || cache.ttl(channel) === null) return;
     cache.forReplay(app.id, channel).then((r) => {
       if (d.closed || d.channels.get(channel) !== sub || r.kind === 'live') return;
+      // A filtered subscription: the cached event counts only when its tags match.
+      const hit = r.kind === 'hit' && (!sub.tagFilter || (r.tags !== null && sub.tagFilter.test(parseTags(r.tags).tags)));
       ws.cork(() => {
-        if (r.kind === 'hit') sendFrame(meters, ws, app.id, 'api-event', r.message);
+        if (hit && r.kind === 'hit') sendFrame(meters, ws, app.id, 'api-event', r.message);
         else sendFrame(meters, ws, app.id, Ev.CacheMiss, frame(deps.out(Ev.CacheMiss), undefined, channel));
       });
     }, (err: Error) => deps.log.warn({ err, channel }, 'cache channel: no answer from the owner, nothing replayed'));
@@ -105,7 +152,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     return JSON.stringify({ presence: { ids, hash, count: ids.length } });
   }
 
-  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string) {
+  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string, filter: CompiledFilter | null) {
     let parsed: { user_id?: unknown; user_info?: unknown };
     try {
       parsed = JSON.parse(channelData) as { user_id?: unknown; user_info?: unknown };
@@ -139,7 +186,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         return;
       }
       if (!reply.ok) {
-        untrack(d, app, channel);
+        untrack(ws, d, app, channel);
         return subscriptionError(ws, channel, reply.type, reply.error, reply.status);
       }
       sub.joined = true;
@@ -148,7 +195,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       meters.app(app.id).subscription('presence').inc();
       meters.presenceJoins.inc();
       ws.cork(() => {
-        ws.subscribe(topicOf(app.id, channel));
+        receive(ws, app, channel, sub, filter);
         succeeded(ws, channel, presenceData(reply.members));
       });
       replayCache(ws, d, app, channel, sub);
@@ -156,7 +203,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (retry && err instanceof BusPeerRestartedError && !d.closed && d.channels.get(channel) === sub) return ask(false);
       deps.log.error({ err, channel }, 'presence join failed');
       if (!d.closed && d.channels.get(channel) === sub) {
-        untrack(d, app, channel);
+        untrack(ws, d, app, channel);
         ws.cork(() => subscriptionError(ws, channel, 'LimitReached', 'server busy, try again', ErrorCode.OverCapacity));
       }
     });
@@ -193,6 +240,8 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const existing = d.channels.get(channel);
       if (existing) return resendSucceeded(ws, d, app, channel, existing);
 
+      const filter = filterOf(ws, channel, data.filter);
+      if (filter === undefined) return;
       const type = channelType(channel);
       if (type !== 'public') {
         const channelData = type === 'presence' ? data.channel_data : undefined;
@@ -203,15 +252,16 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
           return subscriptionError(ws, channel, 'AuthError',
             data.auth === undefined ? `auth is required to subscribe to ${channel}` : `invalid signature for ${channel}`, SubscriptionStatus.AuthFailed);
         }
-        if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string);
+        if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string, filter);
         d.authBy = 0; // user_authentication_timeout met (private channels succeed right below)
       }
       // One shared record per type (read-only: only presence records change) unless the
       // channel replays a cache, which tells its subscriptions apart by identity.
-      const sub: Subscription = deps.cache && deps.cache.ttl(channel) !== null
+      // A filtered one has its own record too: it holds its entry in the filter index.
+      const sub: Subscription = filter !== null || (deps.cache && deps.cache.ttl(channel) !== null)
         ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
       track(d, app, channel, sub);
-      ws.subscribe(topicOf(app.id, channel));
+      receive(ws, app, channel, sub, filter);
       meters.app(app.id).subscription(type).inc();
       succeeded(ws, channel, '{}');
       directory.subscribe(app.id, channel);
@@ -222,18 +272,19 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       if (typeof channel !== 'string') return;
       const sub = d.channels.get(channel);
       if (!sub) return;
-      untrack(d, d.app!, channel);
-      ws.unsubscribe(topicOf(d.app!.id, channel));
+      untrack(ws, d, d.app!, channel);
+      if (!sub.filter) ws.unsubscribe(topicOf(d.app!.id, channel));
       if (sub.joined) release(d.app!, channel, d.id, sub);
     },
 
-    dropAll(d) {
+    dropAll(ws, d) {
       const app = d.app;
       if (!app) return;
       // Interest always goes with the records; the owners are not told when the shard stops.
       const tell = !deps.stopping();
       for (const [channel, sub] of d.channels) {
         interest.remove(app.id, channel);
+        unfilter(ws, app, channel, sub);
         if (tell && sub.joined) release(app, channel, d.id, sub);
       }
       d.channels.clear();

@@ -1,6 +1,8 @@
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../config/types';
 import type { ChannelType } from '../protocol/channels';
+import type { FilterHandle } from '../channels/filtered';
+import type { CompiledFilter } from '../filter/compile';
 
 export interface Subscription {
   type: ChannelType;
@@ -11,6 +13,10 @@ export interface Subscription {
   userInfo?: unknown;
   /** Presence only: false while the owner has not answered the join yet. */
   joined: boolean;
+  /** Tag filtering: its entry in the shard's filter index (channels/filtered.ts); such a socket is not on the native topic. */
+  filter?: FilterHandle;
+  /** Tag filtering: the subscription's filter (a cache channel's replay is checked against it). */
+  tagFilter?: CompiledFilter;
 }
 
 /** A signed-in socket's watchlist (ws/watchlist.ts). */

@@ -15,7 +15,10 @@ const NODE_WORKERS = 2;
 const LIMITED = { id: 'limited-id', key: 'limited-key', secret: 'limited-secret', max_connections: 4 } as const;
 
 async function twoNodes(t: Test, backend: Backend): Promise<[TestServer, TestServer]> {
-  const cfg = { ...backend.config(), workers: NODE_WORKERS, apps: [{ ...APP, subscription_count_events: true }, { ...LIMITED }] };
+  const cfg = {
+    ...backend.config(), workers: NODE_WORKERS, tag_filtering: { enabled: true },
+    apps: [{ ...APP, subscription_count_events: true }, { ...LIMITED }],
+  };
   const a = await startServer(cfg);
   t.teardown(() => a.stop());
   const b = await startServer(cfg);
@@ -199,6 +202,25 @@ for (const name of BACKENDS) {
         return late.frames.some((f) => f.event === 'price');
       }, 5000, 'a late subscriber on node B to get the cached event');
       t.same(data(late!.frames.find((f) => f.event === 'price')!), { v: 42 }, 'the replay is the event published on node A');
+    });
+
+    t.test('tag filters apply to publishes from another node', async (t) => {
+      const channel = `tagged-${name}`;
+      const cb = b.track(await RawClient.connect(b.wsUrl()));
+      t.equal((await cb.subscribe(channel, { filter: { key: 'region', cmp: 'eq', val: 'eu' } })).event, 'pusher_internal:subscription_succeeded');
+      const sdk = a.sdk();
+      for (const region of ['us', 'eu']) {
+        const r = await signedPost(a.port, APP, 'events', { name: 'px', channel, data: region, tags: { region } });
+        t.equal(r.status, 200, `published with region ${region}`);
+      }
+      void sdk;
+      const got = await cb.event('px', channel, 5000);
+      t.equal(got.data, 'eu', 'node B\'s filtered subscriber got only the matching event');
+      await settle(a, [], channel); // a marker published on node A…
+      const ok = await signedPost(a.port, APP, 'events', { name: 'px', channel, data: 'end', tags: { region: 'eu' } });
+      t.equal(ok.status, 200);
+      await cb.next((f) => f.event === 'px' && f.data === 'end', 5000); // …and a matching end mark after it
+      t.equal(named(cb, 'px').length, 0, 'the other region never arrived');
     });
 
     t.test('server-to-user events reach the user on every node', async (t) => {

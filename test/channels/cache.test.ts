@@ -50,7 +50,7 @@ t.test('CacheChannels: ttl, remember → owner, replay decision', async (t) => {
   cache.delivered(client('cache-a'));
   cache.delivered(api('cache-b'));
   answer({ message: 'cached', ttlMs: 5 });
-  t.same(await p, { kind: 'hit', message: 'cached' }, 'a client event or another channel does not count');
+  t.same(await p, { kind: 'hit', message: 'cached', tags: null }, 'a client event or another channel does not count');
 
   p = cache.forReplay('app', 'cache-a');
   cache.delivered(api('cache-a'));
