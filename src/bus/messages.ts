@@ -2,6 +2,9 @@
 // Publish frames are binary (see codec below) so that the serialised client message
 // travels as bytes and is handed to uWS untouched; everything else is a JSON control frame.
 
+import type { WebhookEvent } from '../webhooks/events';
+import type { SyncChannel } from '../webhooks/ledger';
+
 /** Frame type bytes on the rings (values >= 250 are reserved by the ring itself). */
 export const FrameType = {
   Publish: 1,
@@ -49,7 +52,18 @@ export type ControlMsg =
    * channels the new shard owns, in batches; `last` on the final one (see channels/rebuild.ts).
    */
   | { type: 'restore'; channels: RestoreChannel[]; last: boolean }
-  | { type: 'reply'; req: number; body: unknown };
+  | { type: 'reply'; req: number; body: unknown }
+  /**
+   * Shard → primary: webhook events this shard decided (owner transitions) or saw (client
+   * events, cache misses), as [app id, event] in the order they happened (webhooks/shard.ts).
+   */
+  | { type: 'webhook'; events: [string, WebhookEvent][] }
+  /**
+   * Replacement shard → primary, after its rebuild and before any later operation: every
+   * channel (with presence members) it owns of the apps with webhooks, so the primary
+   * re-decides their transitions (the crash rule, webhooks/ledger.ts).
+   */
+  | { type: 'webhook_sync'; shard: number; channels: SyncChannel[] };
 
 /** One channel in a `restore` message: what the sending shard holds of it. */
 export interface RestoreChannel {

@@ -11,13 +11,9 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
     issues.push({ key, message: `${key}: ${what} is not available in this build of ringcast yet` });
   if (c.adapter.driver !== 'local') no('adapter.driver', `the ${c.adapter.driver} adapter (multi-node)`);
   if (c.cache.driver === 'redis' || c.cache.driver === 'redis-cluster') no('cache.driver', `the ${c.cache.driver} cache driver`);
-  if (c.queue.driver !== 'sync') no('queue.driver', `the ${c.queue.driver} queue driver`);
   if (c.ssl.redirect_http) no('ssl.redirect_http', 'the HTTP→HTTPS redirect listener');
   if (c.unix_socket.enabled) no('unix_socket.enabled', 'listening on a Unix socket');
   if (c.tag_filtering.enabled) no('tag_filtering.enabled', 'tag filtering');
-  c.apps.forEach((app, i) => {
-    if (app.webhooks.length > 0) no(`apps[${i}].webhooks`, 'webhook delivery');
-  });
   return issues;
 }
 

@@ -40,6 +40,8 @@ export interface FailoverDeps {
   endThread(): void;
   /** True once a graceful shutdown has begun. */
   stopping(): boolean;
+  /** Replacement shard: the records are rebuilt, deferred operations not yet applied (the webhook sync). */
+  onRebuilt?(): void;
 }
 
 export interface Failover {
@@ -77,6 +79,7 @@ export function createFailover(deps: FailoverDeps): Failover {
       log.info(s, 'rebuild done: channel records of this shard restored from the surviving shards');
       deps.post({ type: 'restored', ...s });
     });
+    rebuild.onRecords = () => deps.onRebuilt?.();
   }
 
   function localSockets(): Iterable<LocalSocket> {

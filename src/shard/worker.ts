@@ -25,6 +25,8 @@ import { Backpressure } from '../ws/backpressure';
 import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
 import type { Socket } from '../ws/types';
+import { appsWithWebhooks } from '../webhooks/service';
+import { createShardWebhooks, ownedState } from '../webhooks/shard';
 import { createFailover } from './failover';
 import { createShutdown } from './shutdown';
 import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
@@ -70,10 +72,23 @@ const publisher = createPublisher({
   stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [] },
 });
 const directory = createBusDirectory({ bus, shards, log, metrics });
+/** Webhook reports to the primary (webhooks/shard.ts); null when no app has webhooks. */
+const webhooks = appsWithWebhooks(config) ? createShardWebhooks({
+  apps, log, metrics,
+  toPrimary: (msg) => bus.control(shards, msg), // the primary is thread `shards`
+  count: (app, channel) => owner.store.info(app, channel).subscription_count,
+}) : null;
 const owner = createOwnerService({
   shards, apps, publisher, cacheStore, log, metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,
   reply: (to, req, body) => bus.reply(to, req, body),
+  hooks: webhooks ? {
+    occupied: (app, channel) => webhooks.occupied(app, channel),
+    vacated: (app, channel) => webhooks.vacated(app, channel),
+    memberAdded: (app, channel, userId) => webhooks.memberAdded(app, channel, userId),
+    memberRemoved: (app, channel, userId) => webhooks.memberRemoved(app, channel, userId),
+    countChanged: (app, channel) => webhooks.countChanged(app, channel),
+  } : undefined,
 });
 
 function onControl(msg: ControlMsg, from: number): void {
@@ -109,6 +124,8 @@ const failover = createFailover({
     void limiter.close();
   },
   endThread: () => parentPort!.close(),
+  // the crash rule of webhooks (webhooks/ledger.ts): the rebuilt state, before anything changes it
+  onRebuilt: webhooks ? () => webhooks.sync(shardId, ownedState(config.apps, owner.store)) : undefined,
 });
 
 let socketSeq = 0;
@@ -116,6 +133,7 @@ const behavior = createWsBehavior({
   config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log, metrics, limiter, out, backpressure,
   shadows: failover.shadows,
   cache,
+  webhooks,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });
@@ -182,6 +200,7 @@ const shutdown = createShutdown({
 function shutdownNow(final: ShardEvent): void {
   stopping = true;
   clearInterval(sweepTimer);
+  webhooks?.stop(); // what this turn reported goes to the primary before the bus stops
   shutdown.run(final);
 }
 

@@ -9,6 +9,7 @@ import type { CacheChannels } from '../channels/cache';
 import type { ConnectionCounters } from '../channels/counters';
 import type { PresenceShadows } from '../channels/rebuild';
 import type { MetricsSink } from '../metrics/types';
+import type { ShardWebhooks } from '../webhooks/shard';
 import type { RateLimiter } from '../ratelimit/types';
 import type { Backpressure } from './backpressure';
 import type { Socket } from './types';
@@ -38,6 +39,8 @@ export interface WsDeps {
   shadows?: PresenceShadows;
   /** Cache channels: null (or absent) with cache.driver `none` (channels/cache.ts). */
   cache?: CacheChannels | null;
+  /** Webhook reports to the primary (client_event, cache_miss); null (or absent) when no app has webhooks. */
+  webhooks?: ShardWebhooks | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

@@ -1,0 +1,70 @@
+// One webhook request, one attempt: an HTTP POST (Node's fetch, i.e. undici, with a
+// per-request timeout) or a Lambda invoke (lambda.ts), classified for the retry policy
+// of the spec: 429/500/502/503/504 and network errors are retried; every other answer
+// (400/401/404 and the rest of 4xx, other statuses) is final.
+
+import { createHmac } from 'node:crypto';
+import type { Config } from '../config/types';
+import type { LambdaInvoker } from './lambda';
+
+/** A request ready to send: the body is signed as is. */
+export interface Job {
+  app: string;
+  /** The endpoint's URL (http(s):// or lambda://arn). */
+  url: string;
+  body: string;
+  /** Names of the events in the body (for the final-failure log line). */
+  events: string[];
+}
+
+export type Outcome =
+  | { ok: true; status: number }
+  | { ok: false; retry: boolean; reason: 'status' | 'network' | 'timeout' | 'config'; status?: number; error?: string };
+
+export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
+
+/** Hex HMAC-SHA256 of the raw body keyed with the app secret (what pusher's webhook() checks). */
+export function sign(secret: string, body: string): string {
+  return createHmac('sha256', secret).update(body).digest('hex');
+}
+
+/** Wait before retry n (1-based): initial × 2^(n-1), capped (1, 2, 4 s by default). */
+export function retryDelay(n: number, retry: Config['webhooks']['retry']): number {
+  return Math.min(retry.max_delay_ms, retry.initial_delay_ms * 2 ** (n - 1));
+}
+
+export interface SendDeps {
+  cfg: Config['webhooks'];
+  /** App key and secret by app id (null: the app is gone from the configuration). */
+  credentials(app: string): { key: string; secret: string } | null;
+  /** The endpoint's custom headers (null: it is gone from the app's configuration). */
+  headers(app: string, url: string): Readonly<Record<string, string>> | null;
+  lambda: LambdaInvoker;
+}
+
+export async function attempt(job: Job, deps: SendDeps): Promise<Outcome> {
+  const cred = deps.credentials(job.app);
+  const custom = deps.headers(job.app, job.url);
+  if (!cred || !custom) return { ok: false, retry: false, reason: 'config', error: 'app or endpoint no longer configured' };
+  if (job.url.startsWith('lambda://')) return deps.lambda.invoke(job.url.slice('lambda://'.length), job.body);
+  const headers: Record<string, string> = {
+    ...custom,
+    'content-type': 'application/json',
+    [deps.cfg.key_header]: cred.key,
+    [deps.cfg.signature_header]: sign(cred.secret, job.body),
+  };
+  try {
+    const res = await fetch(job.url, {
+      method: 'POST', headers, body: job.body, redirect: 'manual',
+      signal: AbortSignal.timeout(deps.cfg.timeout_ms),
+    });
+    // the body is not used; reading it frees the connection for keep-alive
+    await res.arrayBuffer().catch(() => undefined);
+    if (res.status >= 200 && res.status < 300) return { ok: true, status: res.status };
+    return { ok: false, retry: RETRY_STATUSES.has(res.status), reason: 'status', status: res.status };
+  } catch (err) {
+    const e = err as Error & { cause?: { code?: string; message?: string } };
+    const timeout = e.name === 'TimeoutError' || e.name === 'AbortError';
+    return { ok: false, retry: true, reason: timeout ? 'timeout' : 'network', error: e.cause?.code ?? e.cause?.message ?? e.message };
+  }
+}
