@@ -21,10 +21,11 @@ export interface Receiver {
   requests: Received[];
   /** Every event of every request, in arrival order. */
   events(): Record<string, unknown>[];
-  /** Answer for the next requests (status, or a function of the request index). */
-  respond: (r: Received, index: number) => number | 'hang';
+  /** Answer to a request: a status, 'hang' (never answer), or 'reset' (cut the connection). */
+  respond: (r: Received, index: number) => number | 'hang' | 'reset';
   /** Resolves once pred holds for the recorded requests (polled on each arrival). */
   until(pred: (r: Received[]) => boolean, timeoutMs?: number, what?: string): Promise<void>;
+
   close(): Promise<void>;
 }
 
@@ -68,6 +69,10 @@ export async function startReceiver(path = '/hooks'): Promise<Receiver> {
       requests.push(r);
       const status = rec.respond(r, index);
       for (const w of [...waiters]) w();
+      if (status === 'reset') { // no answer, the connection cut: a network error for the sender
+        req.socket.destroy();
+        return;
+      }
       if (status === 'hang') {
         hanging.add(res);
         return;

@@ -1,0 +1,142 @@
+// Delivery against a real receiver: batching by size and by time, the retry schedule
+// (short configured delays: 1, 2, 4 × initial), no retry on 4xx, retries on network
+// errors and timeouts, the final failure logged with endpoint and event names and counted.
+// Concurrency 1: one request (with its retries) at a time, in queue order, so the request
+// of an event queued later is a positive marker that every earlier one is over.
+
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import t from 'tap';
+import { loadConfig } from '../../src/config';
+import { start, type RunningServer } from '../../src/main';
+import { metric } from '../faults/api';
+import { APP, RawClient, WORKERS } from '../helpers/server';
+import { startReceiver, type Receiver } from './receiver';
+
+const BASE = 100; // retry.initial_delay_ms
+
+interface Srv { server: RunningServer; url: string; logs: Record<string, unknown>[] }
+
+async function serve(r: Receiver, webhooks: Record<string, unknown>, eventTypes = ['channel_occupied']): Promise<Srv> {
+  const logs: Record<string, unknown>[] = [];
+  const stream = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' },
+      metrics: { enabled: true, port: 0, host: '127.0.0.1' },
+      webhooks: { concurrency: 1, ...webhooks },
+      apps: [{ ...APP, webhooks: [{ url: r.url, event_types: eventTypes }] }],
+    },
+  });
+  const server = await start(config, pino({ level: 'error' }, stream));
+  return { server, url: `ws://127.0.0.1:${server.port}/app/${APP.key}`, logs };
+}
+
+const channelsOf = (r: Receiver, i: number) => r.requests[i].body.events.map((e) => e.channel);
+const attemptsFor = (r: Receiver, channel: string) => r.requests.filter((q) => q.body.events.some((e) => e.channel === channel));
+
+t.test('batching: flushed at `size` events, or `duration` ms after the first', async (t) => {
+  const r = await startReceiver();
+  const s = await serve(r, { batching: { enabled: true, size: 3, duration: 1500 } });
+  const c = await RawClient.connect(s.url);
+  t.teardown(async () => { await c.close(); await s.server.stop(); await r.close(); });
+
+  for (const ch of ['size-1', 'size-2', 'size-3']) await c.subscribe(ch);
+  await r.until((q) => q.length >= 1);
+  t.equal(r.requests[0].body.events.length, 3, 'three events: one request');
+  t.same(channelsOf(r, 0).sort(), ['size-1', 'size-2', 'size-3']);
+
+  const t0 = Date.now();
+  await c.subscribe('time-1');
+  await r.until((q) => q.length >= 2);
+  t.same(channelsOf(r, 1), ['time-1'], 'one event, sent when the duration ended');
+  t.ok(r.requests[1].at - t0 >= 1500 - 5, `sent ≥ duration after the event (${r.requests[1].at - t0} ms)`);
+});
+
+t.test('batching off: one request per event', async (t) => {
+  const r = await startReceiver();
+  const s = await serve(r, {});
+  const c = await RawClient.connect(s.url);
+  t.teardown(async () => { await c.close(); await s.server.stop(); await r.close(); });
+  for (const ch of ['one-1', 'one-2', 'one-3']) await c.subscribe(ch);
+  await r.until((q) => q.length >= 3);
+  t.same(r.requests.map((q) => q.body.events.length), [1, 1, 1]);
+});
+
+t.test('retry schedule: 429/500/502/503/504 and network errors retried after 1, 2, 4 × initial; then given up', async (t) => {
+  const r = await startReceiver();
+  const s = await serve(r, { retry: { initial_delay_ms: BASE, max_delay_ms: 60_000, max_retries: 3 } });
+  const c = await RawClient.connect(s.url);
+  t.teardown(async () => { await c.close(); await s.server.stop(); await r.close(); });
+  const script = new Map<string, (number | 'reset')[]>([
+    ['retry-ok', [503, 500, 429, 200]],
+    ['retry-502-504', [502, 504, 200]],
+    ['retry-net', ['reset', 200]],
+    ['retry-fail', [503, 503, 503, 503, 503]],
+  ]);
+  r.respond = (q) => {
+    const ch = q.body.events[0].channel as string;
+    const plan = script.get(ch);
+    const n = attemptsFor(r, ch).length - 1;
+    return plan?.[Math.min(n, plan.length - 1)] ?? 200;
+  };
+  for (const ch of script.keys()) await c.subscribe(ch);
+  // Every job is in the queue once its first attempt arrived; the marker's job, queued
+  // after that, is sent only when the last of them is over (FIFO, one at a time).
+  await r.until((q) => [...script.keys()].every((ch) => attemptsFor(r, ch).length > 0), 30_000, 'a first attempt of each');
+  await c.subscribe('marker');
+  await r.until((q) => q.some((x) => x.body.events[0].channel === 'marker'), 30_000, 'the marker');
+
+  const at = (ch: string) => attemptsFor(r, ch).map((q) => q.at);
+  const gaps = (ch: string) => at(ch).slice(1).map((v, i) => v - at(ch)[i]);
+  t.equal(attemptsFor(r, 'retry-ok').length, 4, '503, 500, 429: three retries, then delivered');
+  gaps('retry-ok').forEach((g, i) => t.ok(g >= BASE * 2 ** i - 5, `retry ${i + 1} waited ${g} ms ≥ ${BASE * 2 ** i}`));
+  t.equal(attemptsFor(r, 'retry-502-504').length, 3, '502, 504 retried');
+  t.equal(attemptsFor(r, 'retry-net').length, 2, 'a reset connection is retried');
+  t.equal(attemptsFor(r, 'retry-fail').length, 4, 'first attempt + 3 retries, then given up');
+  gaps('retry-fail').forEach((g, i) => t.ok(g >= BASE * 2 ** i - 5, `retry ${i + 1} waited ${g} ms`));
+
+  const line = s.logs.find((l) => Array.isArray(l.events) && l.msg === 'webhook not delivered: retries exhausted');
+  t.ok(line, 'the final failure is logged');
+  t.equal(line?.endpoint, r.url, 'with the endpoint');
+  t.same(line?.events, ['channel_occupied'], 'and the event names');
+  t.equal(line?.status, 503);
+  t.equal(await metric(s.server.metricsPort!, 'webhooks_failed_total', { app_id: APP.id, reason: 'status' }), 1, 'webhooks_failed_total');
+  t.equal(await metric(s.server.metricsPort!, 'webhook_retries_total', { app_id: APP.id }), 3 + 2 + 1 + 3, 'webhook_retries_total');
+  t.equal(await metric(s.server.metricsPort!, 'webhooks_sent_total', { app_id: APP.id }), 4, 'webhooks_sent_total');
+});
+
+t.test('400, 401, 404 and other 4xx are not retried', async (t) => {
+  const r = await startReceiver();
+  const s = await serve(r, { retry: { initial_delay_ms: BASE, max_delay_ms: 60_000, max_retries: 3 } });
+  const c = await RawClient.connect(s.url);
+  t.teardown(async () => { await c.close(); await s.server.stop(); await r.close(); });
+  const codes = [400, 401, 404, 410, 422];
+  r.respond = (q) => {
+    const m = /^no-retry-(\d+)$/.exec(q.body.events[0].channel as string);
+    return m ? Number(m[1]) : 200;
+  };
+  for (const code of codes) await c.subscribe(`no-retry-${code}`);
+  await r.until((q) => codes.every((code) => attemptsFor(r, `no-retry-${code}`).length > 0), 10_000, 'a first attempt of each');
+  await c.subscribe('marker');
+  await r.until((q) => q.some((x) => x.body.events[0].channel === 'marker'), 10_000, 'the marker');
+  for (const code of codes) t.equal(attemptsFor(r, `no-retry-${code}`).length, 1, `${code}: one attempt`);
+  const lines = s.logs.filter((l) => l.msg === 'webhook not delivered: answer not retried');
+  t.same(lines.map((l) => l.status).sort(), codes, 'each logged once, with its status');
+  t.equal(await metric(s.server.metricsPort!, 'webhooks_failed_total', { app_id: APP.id }), codes.length);
+  t.equal(await metric(s.server.metricsPort!, 'webhook_retries_total', { app_id: APP.id }), 0);
+});
+
+t.test('a receiver that does not answer in timeout_ms is retried', async (t) => {
+  const r = await startReceiver();
+  const s = await serve(r, { timeout_ms: 300, retry: { initial_delay_ms: BASE, max_delay_ms: 60_000, max_retries: 3 } });
+  const c = await RawClient.connect(s.url);
+  t.teardown(async () => { await c.close(); await s.server.stop(); await r.close(); });
+  r.respond = (_q, i) => (i === 0 ? 'hang' : 200);
+  await c.subscribe('slow');
+  await r.until((q) => q.length >= 2, 10_000);
+  t.ok(r.requests[1].at - r.requests[0].at >= 300 + BASE - 5, 'the retry came after the timeout and the first wait');
+  t.same(channelsOf(r, 1), ['slow'], 'the same event again');
+  t.equal(await metric(s.server.metricsPort!, 'webhooks_sent_total', { app_id: APP.id }), 1);
+});
