@@ -3,8 +3,8 @@
 // of the spec: 429/500/502/503/504 and network errors are retried; every other answer
 // (400/401/404 and the rest of 4xx, other statuses) is final.
 
-import { createHmac } from 'node:crypto';
 import type { Config } from '../config/types';
+import { webhookSignature } from '../protocol/hmac';
 import type { LambdaInvoker } from './lambda';
 
 /** A request ready to send: the body is signed as is. */
@@ -22,11 +22,6 @@ export type Outcome =
   | { ok: false; retry: boolean; reason: 'status' | 'network' | 'timeout' | 'config'; status?: number; error?: string };
 
 export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
-
-/** Hex HMAC-SHA256 of the raw body keyed with the app secret (what pusher's webhook() checks). */
-export function sign(secret: string, body: string): string {
-  return createHmac('sha256', secret).update(body).digest('hex');
-}
 
 /** Wait before retry n (1-based): initial × 2^(n-1), capped (1, 2, 4 s by default). */
 export function retryDelay(n: number, retry: Config['webhooks']['retry']): number {
@@ -51,7 +46,8 @@ export async function attempt(job: Job, deps: SendDeps): Promise<Outcome> {
     ...custom,
     'content-type': 'application/json',
     [deps.cfg.key_header]: cred.key,
-    [deps.cfg.signature_header]: sign(cred.secret, job.body),
+    // hex HMAC-SHA256 of the raw body with the app secret: what pusher's webhook() checks
+    [deps.cfg.signature_header]: webhookSignature(cred.secret, job.body),
   };
   try {
     const res = await fetch(job.url, {
