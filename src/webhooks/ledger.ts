@@ -75,7 +75,7 @@ export class Ledger {
     const now = new Map<string, Map<string, unknown[] | null>>();
     for (const [app, channel, members] of synced) {
       let m = now.get(app);
-      if (!m) now.set(app, (m = new Map()));
+      if (!m) now.set(app, (m = new Map<string, unknown[] | null>()));
       m.set(channel, members);
     }
     const emit = (app: string, event: WebhookEvent) => {
@@ -117,7 +117,7 @@ export class Ledger {
 
   private chans(app: string): Map<string, Map<string, unknown> | null> {
     let c = this.apps.get(app);
-    if (!c) this.apps.set(app, (c = new Map()));
+    if (!c) this.apps.set(app, (c = new Map<string, Map<string, unknown> | null>()));
     return c;
   }
 }

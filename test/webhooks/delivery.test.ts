@@ -85,7 +85,7 @@ t.test('retry schedule: 429/500/502/503/504 and network errors retried after 1, 
   for (const ch of script.keys()) await c.subscribe(ch);
   // Every job is in the queue once its first attempt arrived; the marker's job, queued
   // after that, is sent only when the last of them is over (FIFO, one at a time).
-  await r.until((q) => [...script.keys()].every((ch) => attemptsFor(r, ch).length > 0), 30_000, 'a first attempt of each');
+  await r.until(() => [...script.keys()].every((ch) => attemptsFor(r, ch).length > 0), 30_000, 'a first attempt of each');
   await c.subscribe('marker');
   await r.until((q) => q.some((x) => x.body.events[0].channel === 'marker'), 30_000, 'the marker');
 
@@ -119,7 +119,7 @@ t.test('400, 401, 404 and other 4xx are not retried', async (t) => {
     return m ? Number(m[1]) : 200;
   };
   for (const code of codes) await c.subscribe(`no-retry-${code}`);
-  await r.until((q) => codes.every((code) => attemptsFor(r, `no-retry-${code}`).length > 0), 10_000, 'a first attempt of each');
+  await r.until(() => codes.every((code) => attemptsFor(r, `no-retry-${code}`).length > 0), 10_000, 'a first attempt of each');
   await c.subscribe('marker');
   await r.until((q) => q.some((x) => x.body.events[0].channel === 'marker'), 10_000, 'the marker');
   for (const code of codes) t.equal(attemptsFor(r, `no-retry-${code}`).length, 1, `${code}: one attempt`);
