@@ -1,10 +1,11 @@
-// One webhook request, one attempt: an HTTP POST (Node's fetch, i.e. undici, with a
-// per-request timeout) or a Lambda invoke (lambda.ts), classified for the retry policy
+// One webhook request, one attempt: an HTTP POST (http.ts, with a per-request timeout)
+// or a Lambda invoke (lambda.ts), classified for the retry policy
 // of the spec: 429/500/502/503/504 and network errors are retried; every other answer
 // (400/401/404 and the rest of 4xx, other statuses) is final.
 
 import type { Config } from '../config/types';
 import { webhookSignature } from '../protocol/hmac';
+import { TimeoutError, type HttpPoster } from './http';
 import type { LambdaInvoker } from './lambda';
 
 /** A request ready to send: the body is signed as is. */
@@ -35,6 +36,7 @@ export interface SendDeps {
   /** The endpoint's custom headers (null: it is gone from the app's configuration). */
   headers(app: string, url: string): Readonly<Record<string, string>> | null;
   lambda: LambdaInvoker;
+  http: HttpPoster;
 }
 
 export async function attempt(job: Job, deps: SendDeps): Promise<Outcome> {
@@ -50,17 +52,11 @@ export async function attempt(job: Job, deps: SendDeps): Promise<Outcome> {
     [deps.cfg.signature_header]: webhookSignature(cred.secret, job.body),
   };
   try {
-    const res = await fetch(job.url, {
-      method: 'POST', headers, body: job.body, redirect: 'manual',
-      signal: AbortSignal.timeout(deps.cfg.timeout_ms),
-    });
-    // the body is not used; reading it frees the connection for keep-alive
-    await res.arrayBuffer().catch(() => undefined);
-    if (res.status >= 200 && res.status < 300) return { ok: true, status: res.status };
-    return { ok: false, retry: RETRY_STATUSES.has(res.status), reason: 'status', status: res.status };
+    const status = await deps.http.post(job.url, headers, job.body);
+    if (status >= 200 && status < 300) return { ok: true, status };
+    return { ok: false, retry: RETRY_STATUSES.has(status), reason: 'status', status };
   } catch (err) {
-    const e = err as Error & { cause?: { code?: string; message?: string } };
-    const timeout = e.name === 'TimeoutError' || e.name === 'AbortError';
-    return { ok: false, retry: true, reason: timeout ? 'timeout' : 'network', error: e.cause?.code ?? e.cause?.message ?? e.message };
+    const e = err as Error & { code?: string };
+    return { ok: false, retry: true, reason: e instanceof TimeoutError ? 'timeout' : 'network', error: e.code ?? e.message };
   }
 }

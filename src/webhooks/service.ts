@@ -12,6 +12,7 @@ import type { MetricsSink } from '../metrics/types';
 import { Batcher } from './batcher';
 import { Deliverer } from './deliver';
 import type { WebhookEvent } from './events';
+import { createHttpPoster } from './http';
 import { createLambdaInvoker, type LambdaInvoker } from './lambda';
 import { Ledger } from './ledger';
 import type { WebhookQueue } from './queue';
@@ -43,11 +44,13 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
   const byId = new Map<string, AppConfig>(config.apps.map((a) => [a.id, a]));
   const cfg = config.webhooks;
   const lambda: LambdaInvoker = createLambdaInvoker({ endpoint: cfg.lambda_endpoint, timeoutMs: cfg.timeout_ms });
+  const poster = createHttpPoster({ timeoutMs: cfg.timeout_ms, concurrency: cfg.concurrency });
   const deliverer = new Deliverer({
     cfg,
     credentials: (app) => byId.get(app) ?? null,
     headers: (app, url) => byId.get(app)?.webhooks.find((w) => w.url === url)?.headers ?? null,
     lambda,
+    http: poster,
   }, cfg.retry, metrics, log);
   const queue: WebhookQueue = config.queue.driver === 'redis'
     ? new RedisQueue(config.database.redis, deliverer, cfg.concurrency, metrics, log)
@@ -59,6 +62,8 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
     })]);
   } catch (err) {
     await queue.stop(0);
+    lambda.close();
+    poster.close();
     const r = config.database.redis;
     throw new WebhookQueueUnavailable(`queue.driver redis: cannot use Redis at ${r.host}:${r.port} for the webhook queue (${(err as Error).message})`);
   } finally {
@@ -90,6 +95,7 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
       batcher.flush();
       await queue.stop(graceMs);
       lambda.close();
+      poster.close();
     },
   };
 }
