@@ -146,7 +146,7 @@ export interface Config {
     timeout_ms: number;
     /** Retries after the first attempt; waits initial_delay_ms × 2^n, capped at max_delay_ms. */
     retry: { max_retries: number; initial_delay_ms: number; max_delay_ms: number };
-    /** Requests waiting (sync driver) past which new ones are dropped (webhooks_dropped_total). */
+    /** Requests waiting (sync driver; redis: RPUSHes not yet answered) past which new ones are dropped (webhooks_dropped_total). */
     max_queue: number;
     /** Requests in flight at once. */
     concurrency: number;

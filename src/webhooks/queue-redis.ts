@@ -56,6 +56,8 @@ export class RedisQueue implements WebhookQueue {
     cfg: RedisConfig,
     private readonly deliverer: Deliverer,
     private readonly concurrency: number,
+    /** RPUSHes waiting for Redis (e.g. while it is down) past which new jobs are dropped. */
+    private readonly maxPending: number,
     private readonly metrics: MetricsSink,
     private readonly log: Logger,
   ) {
@@ -80,6 +82,10 @@ export class RedisQueue implements WebhookQueue {
   }
 
   push(job: Job): void {
+    if (this.pushes >= this.maxPending) {
+      this.metrics.inc('webhooks_dropped_total', { app_id: job.app, reason: 'queue_full' });
+      return;
+    }
     this.pushes++;
     this.cmd.rpush(this.pending, JSON.stringify(job)).then(() => undefined, (err: Error) => {
       this.metrics.inc('webhooks_dropped_total', { app_id: job.app, reason: 'queue_error' });

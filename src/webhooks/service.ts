@@ -53,7 +53,7 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
     http: poster,
   }, cfg.retry, metrics, log);
   const queue: WebhookQueue = config.queue.driver === 'redis'
-    ? new RedisQueue(config.database.redis, deliverer, cfg.concurrency, metrics, log)
+    ? new RedisQueue(config.database.redis, deliverer, cfg.concurrency, cfg.max_queue, metrics, log)
     : new SyncQueue(deliverer, { concurrency: cfg.concurrency, maxQueue: cfg.max_queue }, metrics, log);
   let timer: NodeJS.Timeout | undefined;
   try {
