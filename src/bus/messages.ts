@@ -2,9 +2,6 @@
 // Publish frames are binary (see codec below) so that the serialised client message
 // travels as bytes and is handed to uWS untouched; everything else is a JSON control frame.
 
-import type { WebhookEvent } from '../webhooks/events';
-import type { SyncChannel } from '../webhooks/ledger';
-
 /** Frame type bytes on the rings (values >= 250 are reserved by the ring itself). */
 export const FrameType = {
   Publish: 1,
@@ -64,6 +61,16 @@ export type ControlMsg =
    * re-decides their transitions (the crash rule, webhooks/ledger.ts).
    */
   | { type: 'webhook_sync'; shard: number; channels: SyncChannel[] };
+
+/** A webhook event as sent to receivers (the fields of PROTOCOL.md "Webhooks"; src/webhooks/events.ts). */
+export type WebhookEvent =
+  | { name: 'channel_occupied' | 'channel_vacated' | 'cache_miss'; channel: string }
+  | { name: 'member_added' | 'member_removed'; channel: string; user_id: unknown }
+  | { name: 'client_event'; channel: string; event: string; data: string; socket_id: string; user_id?: unknown }
+  | { name: 'subscription_count'; channel: string; subscription_count: number };
+
+/** A channel in a `webhook_sync`: app, channel, the members' user_ids of a presence channel or null. */
+export type SyncChannel = [app: string, channel: string, members: unknown[] | null];
 
 /** One channel in a `restore` message: what the sending shard holds of it. */
 export interface RestoreChannel {

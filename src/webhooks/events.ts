@@ -16,16 +16,14 @@
 // in the member events clients get; client_event `data` is the string the client sent, or
 // the JSON of the object it sent (Pusher sends the data as a string).
 
+import type { WebhookEvent } from '../bus/messages';
 import type { AppConfig } from '../config/types';
 import { WEBHOOK_EVENT_TYPES } from '../config/defaults';
 
 export type WebhookEventName = (typeof WEBHOOK_EVENT_TYPES)[number];
 
-export type WebhookEvent =
-  | { name: 'channel_occupied' | 'channel_vacated' | 'cache_miss'; channel: string }
-  | { name: 'member_added' | 'member_removed'; channel: string; user_id: unknown }
-  | { name: 'client_event'; channel: string; event: string; data: string; socket_id: string; user_id?: unknown }
-  | { name: 'subscription_count'; channel: string; subscription_count: number };
+/** Defined with the bus messages that carry it (the core imports nothing of ours). */
+export type { WebhookEvent } from '../bus/messages';
 
 /** The events that are transitions of a channel's state, decided by its owner shard. */
 export const OWNER_DECIDED: ReadonlySet<WebhookEventName> = new Set<WebhookEventName>([

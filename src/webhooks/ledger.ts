@@ -26,10 +26,9 @@
 //      emptied for its clients) is not sent at all.
 
 import { ownerOf, userKey } from '../channels/owner';
-import type { WebhookEvent } from './events';
+import type { SyncChannel, WebhookEvent } from '../bus/messages';
 
-/** A channel in a `webhook_sync`: members' user_ids for a presence channel, null otherwise. */
-export type SyncChannel = [app: string, channel: string, members: unknown[] | null];
+export type { SyncChannel } from '../bus/messages';
 
 export class Ledger {
   /** app → channel → members (userKey → user_id), or null for a channel whose members are not followed. */
