@@ -31,26 +31,37 @@ export class Deliverer {
     private readonly log: Logger,
   ) {}
 
-  /** Resolves true when delivered, false when given up (or stopped while waiting to retry). */
+  /**
+   * Attempt `n` of a job (0: the first): 'delivered', 'failed' (given up: logged and
+   * counted), or the ms to wait before attempt n + 1.
+   */
+  async once(job: Job, n: number): Promise<'delivered' | 'failed' | number> {
+    if (n > 0) this.metrics.inc('webhook_retries_total', { app_id: job.app });
+    const r = await attempt(job, this.send);
+    if (r.ok) {
+      this.metrics.inc('webhooks_sent_total', { app_id: job.app });
+      return 'delivered';
+    }
+    if (!r.retry || n >= this.retry.max_retries) {
+      this.metrics.inc('webhooks_failed_total', { app_id: job.app, reason: r.reason });
+      this.log.error({
+        app: job.app, endpoint: endpointForLog(job.url), events: job.events,
+        status: r.status, reason: r.reason, error: r.error, attempts: n + 1,
+      }, r.retry ? 'webhook not delivered: retries exhausted' : 'webhook not delivered: answer not retried');
+      return 'failed';
+    }
+    return retryDelay(n + 1, this.retry);
+  }
+
+  /**
+   * Every attempt of a job, waiting in between (the redis driver): true when delivered,
+   * false when given up or stopped while waiting to retry.
+   */
   async run(job: Job): Promise<boolean> {
     for (let n = 0; ; n++) {
-      if (n > 0) {
-        if (!(await this.sleep(retryDelay(n, this.retry)))) return false;
-        this.metrics.inc('webhook_retries_total', { app_id: job.app });
-      }
-      const r = await attempt(job, this.send);
-      if (r.ok) {
-        this.metrics.inc('webhooks_sent_total', { app_id: job.app });
-        return true;
-      }
-      if (!r.retry || n >= this.retry.max_retries) {
-        this.metrics.inc('webhooks_failed_total', { app_id: job.app, reason: r.reason });
-        this.log.error({
-          app: job.app, endpoint: endpointForLog(job.url), events: job.events,
-          status: r.status, reason: r.reason, error: r.error, attempts: n + 1,
-        }, r.retry ? 'webhook not delivered: retries exhausted' : 'webhook not delivered: answer not retried');
-        return false;
-      }
+      const r = await this.once(job, n);
+      if (r === 'delivered') return true;
+      if (r === 'failed' || !(await this.sleep(r))) return false;
     }
   }
 

@@ -2,9 +2,9 @@
 // `concurrency` requests are in flight; up to `max_queue` more wait in arrival order;
 // past that a new job is dropped (webhooks_dropped_total{reason="queue_full"}, a warning
 // at most once a second) rather than letting a slow receiver grow the heap without bound.
-// Jobs waiting for a retry hold their in-flight slot (a failing receiver gets no more
-// concurrent requests than a healthy one). A crash or kill loses what is queued: use the
-// `redis` driver for at-least-once.
+// A job waiting for its retry holds no slot (a failing endpoint does not hold up the
+// others): its timer puts it back at the end of the queue. A crash or kill loses what is
+// queued: use the `redis` driver for at-least-once.
 
 import type { Logger } from 'pino';
 import type { MetricsSink } from '../metrics/types';
@@ -14,9 +14,11 @@ import type { Job } from './send';
 
 export class SyncQueue implements WebhookQueue {
   readonly driver = 'sync';
-  private readonly waiting: Job[] = [];
+  private readonly waiting: { job: Job; n: number }[] = [];
   private head = 0;
   private inflight = 0;
+  /** Retry timers: their jobs come back to `waiting` when they fire. */
+  private readonly retries = new Map<NodeJS.Timeout, Job>();
   private lastWarn = 0;
   private stopping = false;
   private idle: (() => void) | null = null;
@@ -33,13 +35,13 @@ export class SyncQueue implements WebhookQueue {
   }
 
   get size(): number {
-    return this.waiting.length - this.head + this.inflight;
+    return this.waiting.length - this.head + this.inflight + this.retries.size;
   }
 
   push(job: Job): void {
     if (this.stopping) return this.drop(job, 'shutdown');
     if (this.waiting.length - this.head >= this.opts.maxQueue) return this.drop(job, 'queue_full');
-    this.waiting.push(job);
+    this.waiting.push({ job, n: 0 });
     this.pump();
   }
 
@@ -53,9 +55,14 @@ export class SyncQueue implements WebhookQueue {
       });
     }
     this.idle = null;
-    this.deliverer.stop(); // retries still waiting give up now
-    const left = this.waiting.length - this.head;
-    for (let i = this.head; i < this.waiting.length; i++) this.drop(this.waiting[i], 'shutdown');
+    this.deliverer.stop();
+    const left = this.waiting.length - this.head + this.retries.size;
+    for (let i = this.head; i < this.waiting.length; i++) this.drop(this.waiting[i].job, 'shutdown');
+    for (const [timer, job] of this.retries) {
+      clearTimeout(timer); // retries still waiting give up now
+      this.drop(job, 'shutdown');
+    }
+    this.retries.clear();
     this.waiting.length = 0;
     this.head = 0;
     if (left > 0 || this.inflight > 0) this.log.warn({ dropped: left, inflight: this.inflight }, 'webhooks still queued at the end of the shutdown grace period were dropped');
@@ -63,13 +70,22 @@ export class SyncQueue implements WebhookQueue {
 
   private pump(): void {
     while (this.inflight < this.opts.concurrency && this.head < this.waiting.length) {
-      const job = this.waiting[this.head++];
+      const { job, n } = this.waiting[this.head++];
       if (this.head > 1024 && this.head * 2 > this.waiting.length) {
         this.waiting.splice(0, this.head); // compact now and then: O(1) amortised shift
         this.head = 0;
       }
       this.inflight++;
-      void this.deliverer.run(job).finally(() => {
+      void this.deliverer.once(job, n).then((r) => {
+        if (typeof r === 'number') {
+          const timer = setTimeout(() => {
+            this.retries.delete(timer);
+            this.waiting.push({ job, n: n + 1 });
+            this.pump();
+          }, r);
+          this.retries.set(timer, job);
+        }
+      }).finally(() => {
         this.inflight--;
         this.pump();
         if (this.size === 0) this.idle?.();

@@ -1,8 +1,9 @@
 // Delivery against a real receiver: batching by size and by time, the retry schedule
 // (short configured delays: 1, 2, 4 × initial), no retry on 4xx, retries on network
 // errors and timeouts, the final failure logged with endpoint and event names and counted.
-// Concurrency 1: one request (with its retries) at a time, in queue order, so the request
-// of an event queued later is a positive marker that every earlier one is over.
+// Concurrency 1 (one request at a time; a job waiting for its retry holds no slot). Checks
+// that something did not happen wait for positive marks first: webhooks_sent_total /
+// webhooks_failed_total count a job only once it is over for good.
 
 import { Writable } from 'node:stream';
 import pino from 'pino';
@@ -83,12 +84,11 @@ t.test('retry schedule: 429/500/502/503/504 and network errors retried after 1, 
     return plan?.[Math.min(n, plan.length - 1)] ?? 200;
   };
   for (const ch of script.keys()) await c.subscribe(ch);
-  // Every job is in the queue once its first attempt arrived; the marker's job, queued
-  // after that, is sent only when the last of them is over (FIFO, one at a time).
-  await r.until(() => [...script.keys()].every((ch) => attemptsFor(r, ch).length > 0), 30_000, 'a first attempt of each');
-  await c.subscribe('marker');
-  await r.until((q) => q.some((x) => x.body.events[0].channel === 'marker'), 30_000, 'the marker');
-
+  // Positive end marks: a job counts as sent after its 2xx, as failed after its last
+  // attempt; neither is ever attempted again, so the counts below are final then.
+  const port = s.server.metricsPort!;
+  await eventually(async () => (await metric(port, 'webhooks_sent_total', { app_id: APP.id })) === 3 &&
+    (await metric(port, 'webhooks_failed_total', { app_id: APP.id })) === 1, 30_000, 'three delivered, one given up');
   const at = (ch: string) => attemptsFor(r, ch).map((q) => q.at);
   const gaps = (ch: string) => at(ch).slice(1).map((v, i) => v - at(ch)[i]);
   t.equal(attemptsFor(r, 'retry-ok').length, 4, '503, 500, 429: three retries, then delivered');
@@ -103,9 +103,8 @@ t.test('retry schedule: 429/500/502/503/504 and network errors retried after 1, 
   t.equal(line?.endpoint, r.url, 'with the endpoint');
   t.same(line?.events, ['channel_occupied'], 'and the event names');
   t.equal(line?.status, 503);
-  t.equal(await metric(s.server.metricsPort!, 'webhooks_failed_total', { app_id: APP.id, reason: 'status' }), 1, 'webhooks_failed_total');
-  t.equal(await metric(s.server.metricsPort!, 'webhook_retries_total', { app_id: APP.id }), 3 + 2 + 1 + 3, 'webhook_retries_total');
-  t.equal(await metric(s.server.metricsPort!, 'webhooks_sent_total', { app_id: APP.id }), 4, 'webhooks_sent_total');
+  t.equal(await metric(port, 'webhooks_failed_total', { app_id: APP.id, reason: 'status' }), 1, 'webhooks_failed_total');
+  t.equal(await metric(port, 'webhook_retries_total', { app_id: APP.id }), 3 + 2 + 1 + 3, 'webhook_retries_total');
 });
 
 t.test('400, 401, 404 and other 4xx are not retried', async (t) => {
@@ -119,13 +118,11 @@ t.test('400, 401, 404 and other 4xx are not retried', async (t) => {
     return m ? Number(m[1]) : 200;
   };
   for (const code of codes) await c.subscribe(`no-retry-${code}`);
-  await r.until(() => codes.every((code) => attemptsFor(r, `no-retry-${code}`).length > 0), 10_000, 'a first attempt of each');
-  await c.subscribe('marker');
-  await r.until((q) => q.some((x) => x.body.events[0].channel === 'marker'), 10_000, 'the marker');
+  // a job counts as failed after its last attempt: the counts are final then
+  await eventually(async () => (await metric(s.server.metricsPort!, 'webhooks_failed_total', { app_id: APP.id })) === codes.length, 10_000, 'each given up');
   for (const code of codes) t.equal(attemptsFor(r, `no-retry-${code}`).length, 1, `${code}: one attempt`);
   const lines = s.logs.filter((l) => l.msg === 'webhook not delivered: answer not retried');
   t.same(lines.map((l) => l.status).sort(), codes, 'each logged once, with its status');
-  t.equal(await metric(s.server.metricsPort!, 'webhooks_failed_total', { app_id: APP.id }), codes.length);
   t.equal(await metric(s.server.metricsPort!, 'webhook_retries_total', { app_id: APP.id }), 0);
 });
 
@@ -172,4 +169,28 @@ t.test('a graceful stop sends the queued requests (and their retries) before it 
   await s.server.stop();
   const ok = r.requests.slice(1).map((q) => q.body.events[0].channel).sort();
   t.same(ok, ['stop-1', 'stop-2', 'stop-3'], 'the timed-out one retried and the two waiting sent, all before stop() resolved');
+});
+
+t.test('a job waiting for its retry holds no slot: a failing endpoint does not hold up another', async (t) => {
+  const bad = await startReceiver('/bad');
+  const good = await startReceiver('/good');
+  bad.respond = () => 503;
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' },
+      webhooks: { concurrency: 1, retry: { initial_delay_ms: 60_000, max_delay_ms: 60_000, max_retries: 3 } },
+      apps: [{ ...APP, webhooks: [{ url: bad.url, event_types: ['channel_occupied'] }, { url: good.url, event_types: ['channel_vacated'] }] }],
+    },
+  });
+  const server = await start(config, pino({ level: 'silent' }));
+  t.teardown(async () => { await server.stop(); await bad.close(); await good.close(); });
+  const c = await RawClient.connect(`ws://127.0.0.1:${server.port}/app/${APP.key}`);
+  await c.subscribe('hol');
+  await bad.until((q) => q.length === 1, 10_000, 'the failing attempt');
+  c.send({ event: 'pusher:unsubscribe', data: { channel: 'hol' } });
+  await good.until((q) => q.length === 1, 10_000, 'the other endpoint, while the first waits 60 s to retry');
+  t.same(good.events(), [{ name: 'channel_vacated', channel: 'hol' }]);
+  t.equal(bad.requests.length, 1, 'the failing one is still waiting for its retry');
+  await c.close();
 });
