@@ -179,6 +179,7 @@ t.test('a job waiting for its retry holds no slot: a failing endpoint does not h
     env: {},
     overrides: {
       host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' },
+      shutdown_grace_period: 500, // the stop need not wait for the 60 s retry
       webhooks: { concurrency: 1, retry: { initial_delay_ms: 60_000, max_delay_ms: 60_000, max_retries: 3 } },
       apps: [{ ...APP, webhooks: [{ url: bad.url, event_types: ['channel_occupied'] }, { url: good.url, event_types: ['channel_vacated'] }] }],
     },
