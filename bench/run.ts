@@ -26,6 +26,9 @@ const USAGE = `Usage: node dist/bench/run.js [options]
 
   --scenarios LIST        fanout,latency,channels,idle,api (idle = idle-1ch,idle-spread) [all]
   --targets LIST          ceiling,soketi,ringcast-1,ringcast-2 (ringcast = both)        [all]
+                          opt-in: ringcast-1-wh, ringcast-2-wh (every webhook event type
+                          to a receiver answering at once), ringcast-2-wh-slow (answering
+                          after 2 s), ringcast-2-wh-batch (batching on); webhooks = the four
   --runs N                runs per scenario and target; the median is reported        [3]
   --duration S            publish window of every publishing scenario (overrides the four below)
   --fanout-duration S     [15]   --latency-duration S [8]
@@ -101,13 +104,22 @@ function parseArgs(argv: string[]): Cli {
   };
   allTargets.ringcast = [...allTargets['ringcast-1'], ...allTargets['ringcast-2']];
   allTargets.all = [ceilingTarget, soketiTarget, ...allTargets.ringcast];
+  // opt-in (not in `all`): every webhook event type configured, receiver on this machine
+  for (const [n, t] of [
+    ['ringcast-1-wh', ringcastTarget(1, { webhooks: { delayMs: 0 } })],
+    ['ringcast-2-wh', ringcastTarget(2, { webhooks: { delayMs: 0 } })],
+    ['ringcast-2-wh-slow', ringcastTarget(2, { webhooks: { delayMs: 2000 } })],
+    ['ringcast-2-wh-batch', ringcastTarget(2, { webhooks: { delayMs: 0, batching: true } })],
+  ] as const) allTargets[n] = [t];
+  allTargets.webhooks = ['ringcast-1-wh', 'ringcast-2-wh', 'ringcast-2-wh-slow', 'ringcast-2-wh-batch'].flatMap((n) => allTargets[n]);
+  const order = [...allTargets.all, ...allTargets.webhooks];
   const targets: TargetDef[] = [];
   for (const n of (kv.get('targets') ?? 'all').split(',').map((s) => s.trim()).filter(Boolean)) {
     const t = allTargets[n];
-    if (!t) throw new Error(`unknown target "${n}" (ceiling, soketi, ringcast-1, ringcast-2, ringcast, all)`);
+    if (!t) throw new Error(`unknown target "${n}" (ceiling, soketi, ringcast-1, ringcast-2, ringcast, all, ringcast-1-wh, ringcast-2-wh, ringcast-2-wh-slow, ringcast-2-wh-batch, webhooks)`);
     for (const x of t) if (!targets.includes(x)) targets.push(x);
   }
-  targets.sort((a, b) => allTargets.all.indexOf(a) - allTargets.all.indexOf(b));
+  targets.sort((a, b) => order.indexOf(a) - order.indexOf(b));
   const scenarios: Scenario[] = [];
   for (const n of (kv.get('scenarios') ?? 'all').split(',').map((s) => s.trim()).filter(Boolean)) {
     const picked = n === 'all' ? SCENARIOS : n === 'idle' ? SCENARIOS.filter((s) => s.id.startsWith('idle')) : SCENARIOS.filter((s) => s.id === n);

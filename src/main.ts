@@ -33,6 +33,7 @@ import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, ty
 import { freePort, spawnShard, stopShards, type ShardHandle } from './shard/spawn';
 import { createReloader, type ReloadResult } from './shard/reloader';
 import { openConsole } from './shard/console';
+import { appsWithWebhooks, startWebhookService, type WebhookService } from './webhooks/service';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
 // that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
@@ -118,7 +119,7 @@ interface Started {
   };
 }
 
-async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger): Promise<Started | null> {
+async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger, webhooks: WebhookService | null): Promise<Started | null> {
   const shards = config.workers;
   const topology: BusTopology = createTopology(shards + 1, config.bus.ring_bytes, config.bus.max_spill_bytes, createRingBuffer, createDoorbell);
   const counters = ConnectionCounters.allocate(slotCapacity(config.apps.length));
@@ -136,10 +137,13 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   bus.start({
     onPublish: (f) => endpoint.received(f),
     onControl: (msg, from) => {
+      if (msg.type === 'webhook' || msg.type === 'webhook_sync') return primaryControl(msg, webhooks, log);
       if (control.handler) control.handler(msg, from);
       else log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
     },
     onError: (err, type) => log.error({ err, frameType: type }, 'primary: bus frame handler failed'),
+    // a crashed shard's webhook reports still in its ring to the primary
+    onOrphanControl: (msg) => primaryControl(msg, webhooks, log),
   });
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
@@ -157,6 +161,12 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   await stopShards(handles, 2000, log);
   bus.stop();
   return null;
+}
+
+/** What shards send the primary over the bus: webhook reports (webhooks/shard.ts). */
+function primaryControl(msg: ControlMsg, webhooks: WebhookService | null, log: Logger): void {
+  if ((msg.type === 'webhook' || msg.type === 'webhook_sync') && webhooks) return webhooks.handle(msg);
+  log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
 }
 
 // ── Shard restart (docs/architecture.md, "Shard failure") ──────────────────────
@@ -369,6 +379,8 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   await checkRateLimiter(config);
   /** The primary's own metrics (e.g. shard_restarts_total); null when metrics are off. */
   const primaryMetrics = config.metrics.enabled ? new PromMetrics(config.metrics.prefix) : null;
+  // Webhooks are sent from this thread; a redis queue must answer now (WebhookQueueUnavailable if not).
+  const webhooks = appsWithWebhooks(config) ? await startWebhookService(config, log, primaryMetrics ?? noMetrics) : null;
   const attempts = config.port === 0 ? 5 : 1;
   // Test hooks (e.g. crashing a shard on demand) exist only when the environment asks at start.
   const testHooks = process.env.RINGCAST_TEST_HOOKS === '1';
@@ -379,7 +391,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     const port = config.port === 0 ? await freePort(config.host) : config.port;
     // A cluster adapter needs every local publish on the primary (channels/bridge.ts).
     const transport = createTransport(config);
-    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log);
+    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks);
     if (!started) continue;
     let cluster: ClusterNode | null = null;
     if (transport) {
@@ -413,6 +425,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         await cluster?.stop();
         await stopShards(started.handles, config.shutdown_grace_period, log);
         started.bus.stop();
+        await webhooks?.stop(0);
         throw new ListenError(`could not listen on ${m.host}:${m.port} for metrics: ${(err as Error).message}`);
       }
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
@@ -490,16 +503,19 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         }))).then((shards) => ({ primary, shards }));
       },
       stop() {
+        const until = Date.now() + config.shutdown_grace_period;
         stopping ??= Promise.all([metricsServer?.close(), consoleServer?.close(), redirect?.close()])
           .then(() => cluster?.stop()) // other nodes forget this one now (`bye`)
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets
           .then(() => {
-          started.bus.stop();
-          if (config.unix_socket.enabled) removeUnixSocket(config.unix_socket);
-          log.info('ringcast stopped');
-        });
+            started.bus.stop();
+            if (config.unix_socket.enabled) removeUnixSocket(config.unix_socket);
+            // the shards' last reports are in: send what is queued within what is left of the grace period
+            return webhooks?.stop(Math.max(0, until - Date.now()));
+          })
+          .then(() => log.info('ringcast stopped'));
         return stopping;
       },
     };
@@ -509,5 +525,6 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     }
     return server;
   }
+  await webhooks?.stop(0);
   throw new ListenError(`could not listen on ${config.host}:${config.port}`);
 }

@@ -4,26 +4,50 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { APP, baseEnv, launchServer, type TargetDef } from '../harness/target';
+import { APP, baseEnv, freePort, launchServer, type RunningTarget, type TargetDef } from '../harness/target';
 
 /** The checkout root: dist/bench/targets/ringcast.js → ../../.. */
 export function ringcastRoot(): string {
   return process.env.RINGCAST_BENCH_ROOT ?? path.resolve(__dirname, '..', '..', '..');
 }
 
-/** `extra`: more environment and node flags for the server (the soak test's GC hook). */
-/** `yaml` / `appYaml`: more top-level config lines, and more lines of the app (bench/filters/). */
-export function ringcastTarget(workers: number, extra: { env?: Record<string, string>; nodeArgs?: string[]; yaml?: string[]; appYaml?: string[] } = {}): TargetDef {
+/** Every webhook event type (the targets with webhooks configure them all). */
+const ALL_EVENTS = ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed', 'client_event', 'cache_miss', 'subscription_count'];
+
+/**
+ * `extra`: more environment and node flags for the server (the soak test's GC hook);
+ * `yaml` / `appYaml`: more top-level config lines, and more lines of the app (bench/filters/);
+ * `webhooks`: configure every webhook event type against a receiver process on this
+ * machine (bench/harness/webhook-receiver.ts) answering after `delayMs` (0: at once).
+ */
+export function ringcastTarget(workers: number, extra: { env?: Record<string, string>; nodeArgs?: string[]; yaml?: string[]; appYaml?: string[]; webhooks?: { delayMs: number; batching?: boolean } } = {}): TargetDef {
+  const wh = extra.webhooks;
+  const name = wh ? `ringcast-${workers}-wh${wh.delayMs > 0 ? '-slow' : ''}${wh.batching ? '-batch' : ''}` : `ringcast-${workers}`;
   return {
-    name: `ringcast-${workers}`,
-    label: `ringcast workers:${workers}`,
+    name,
+    label: wh
+      ? `ringcast workers:${workers}, webhooks (all types${wh.batching ? ', batched' : ''}, receiver ${wh.delayMs > 0 ? `answering after ${wh.delayMs} ms` : 'answering at once'})`
+      : `ringcast workers:${workers}`,
     async prepare() {
       const cli = path.join(ringcastRoot(), 'dist', 'src', 'cli.js');
       if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: build first (make build)`);
     },
-    start({ port, tmpDir }) {
+    async start({ port, tmpDir }) {
       const root = ringcastRoot();
-      const file = path.join(tmpDir, `ringcast-${workers}-${port}.yaml`);
+      const file = path.join(tmpDir, `${name}-${port}.yaml`);
+      let receiver: RunningTarget | null = null;
+      if (wh) {
+        const rport = await freePort();
+        receiver = await launchServer({
+          name: `${name}-receiver`, cmd: process.execPath,
+          args: [path.join(root, 'dist', 'bench', 'harness', 'webhook-receiver.js'), '--port', String(rport), '--delay-ms', String(wh.delayMs)],
+          cwd: root, env: baseEnv(), port: rport, tmpDir, readyPath: '/up', stopGraceMs: 2000,
+        });
+      }
+      const hooks = receiver ? [
+        `    webhooks: [{url: "http://127.0.0.1:${receiver.port}/hooks", event_types: [${ALL_EVENTS.join(', ')}]}]`,
+      ] : [];
+      const batching = wh?.batching ? ['webhooks:', '  batching: {enabled: true}'] : [];
       fs.writeFileSync(file, [
         '# written by bench/targets/ringcast.ts',
         'host: 127.0.0.1',
@@ -31,6 +55,7 @@ export function ringcastTarget(workers: number, extra: { env?: Record<string, st
         `workers: ${workers}`,
         'shutdown_grace_period: 3000',
         ...(extra.yaml ?? []),
+        ...batching,
         'log:',
         '  level: warn',
         'apps:',
@@ -41,10 +66,11 @@ export function ringcastTarget(workers: number, extra: { env?: Record<string, st
         // has no limit. A throughput benchmark measures the engine, not the limiter.
         '    max_client_events_per_second: 10000000',
         ...(extra.appYaml ?? []).map((l) => `    ${l}`),
+        ...hooks,
         '',
       ].join('\n'));
-      return launchServer({
-        name: `ringcast-${workers}`,
+      const server = await launchServer({
+        name,
         cmd: process.execPath,
         // RINGCAST_BENCH_NODE_ARGS: extra node flags for the server, e.g. profiling:
         // RINGCAST_BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"
@@ -56,7 +82,13 @@ export function ringcastTarget(workers: number, extra: { env?: Record<string, st
         tmpDir,
         readyPath: '/up',
         stopGraceMs: 6000,
+      }).catch(async (err: unknown) => {
+        await receiver?.stop();
+        throw err;
       });
+      if (!receiver) return server;
+      const r = receiver;
+      return { ...server, alive: () => server.alive(), exitReport: () => server.exitReport(), stop: () => server.stop().then(() => r.stop()) };
     },
   };
 }

@@ -28,6 +28,11 @@ export interface BusHandlers {
   onControl(msg: ControlMsg, from: number): void;
   /** A handler threw while a frame was being delivered; the frame is dropped, the bus goes on. */
   onError(err: unknown, frameType: number): void;
+  /**
+   * Control frames a restarted peer had written and this thread had not read yet (see
+   * rewire). Without this handler they are dropped; the primary takes its webhook reports.
+   */
+  onOrphanControl?(msg: ControlMsg, from: number): void;
 }
 
 export { BusBatch, BusFullError, BusPeerRestartedError, BusTimeoutError };
@@ -223,8 +228,9 @@ export class Bus {
    * Thread `peer` was replaced by a new one (shard restart, see main.ts): from now on this
    * thread talks to it over the fresh rings and doorbell the primary allocated. Complete
    * publish frames the old thread left in its ring are still delivered (an answered API
-   * publish reaches the surviving subscribers); its control frames are dropped (its
-   * records are rebuilt instead). Frames still queued to the old thread (ring or spill)
+   * publish reaches the surviving subscribers); its control frames go to onOrphanControl
+   * if there is one (the primary: webhook reports), else are dropped (its records are
+   * rebuilt instead). Frames still queued to the old thread (ring or spill)
    * are dropped, and requests waiting for its answer are rejected at once with
    * BusPeerRestartedError.
    */
@@ -234,6 +240,7 @@ export class Bus {
     try {
       old?.drain((type, payload) => {
         if (type === FrameType.Publish) this.order.hold({ stamp: stampOf(payload), from: peer, type, payload, local: null });
+        else if (type === FrameType.Control) this.handlers?.onOrphanControl?.(decodeControl(payload), peer);
       });
     } catch (err) {
       this.handlers?.onError(err, FrameType.Publish); // a torn chunked frame: drop the rest

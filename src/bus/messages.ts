@@ -82,7 +82,28 @@ export type ControlMsg =
   | { type: 'watchlist'; app: string; op: 'online' | 'offline'; userIds: string[] }
   /** Surviving shard → the replacement of a crashed shard, before its last `restore`: its part of the users the replacement owns. */
   | { type: 'user_restore'; users: UserRestore[] }
-  | { type: 'reply'; req: number; body: unknown };
+  | { type: 'reply'; req: number; body: unknown }
+  /**
+   * Shard → primary: webhook events this shard decided (owner transitions) or saw (client
+   * events, cache misses), as [app id, event] in the order they happened (webhooks/shard.ts).
+   */
+  | { type: 'webhook'; events: [string, WebhookEvent][] }
+  /**
+   * Replacement shard → primary, after its rebuild and before any later operation: every
+   * channel (with presence members) it owns of the apps with webhooks, so the primary
+   * re-decides their transitions (the crash rule, webhooks/ledger.ts).
+   */
+  | { type: 'webhook_sync'; shard: number; channels: SyncChannel[] };
+
+/** A webhook event as sent to receivers (the fields of PROTOCOL.md "Webhooks"; src/webhooks/events.ts). */
+export type WebhookEvent =
+  | { name: 'channel_occupied' | 'channel_vacated' | 'cache_miss'; channel: string }
+  | { name: 'member_added' | 'member_removed'; channel: string; user_id: unknown }
+  | { name: 'client_event'; channel: string; event: string; data: string; socket_id: string; user_id?: unknown }
+  | { name: 'subscription_count'; channel: string; subscription_count: number };
+
+/** A channel in a `webhook_sync`: app, channel, the members' user_ids of a presence channel or null. */
+export type SyncChannel = [app: string, channel: string, members: unknown[] | null];
 
 /** One user in a `user_restore` message: what the sending shard holds of it. */
 export interface UserRestore {

@@ -146,6 +146,11 @@ export class Rebuild {
   private readonly deferred: { msg: ControlMsg; from: number }[] = [];
   private timer: NodeJS.Timeout | null = null;
   private finished = false;
+  /**
+   * Runs once the records hold the restored state, before the deferred operations change
+   * it (the webhook sync, webhooks/ledger.ts, reports exactly that state).
+   */
+  onRecords: (() => void) | null = null;
   /** Stats for the log line: channels and members restored, member events sent. */
   readonly stats = { channels: 0, members: 0, removed: 0, added: 0, timedOut: false };
 
@@ -245,6 +250,7 @@ export class Rebuild {
       }
     }
     this.shadows.clear();
+    this.onRecords?.();
     for (const { msg, from } of this.deferred.splice(0)) this.replay(msg, from);
     this.onDone(this);
   }

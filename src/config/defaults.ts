@@ -91,7 +91,16 @@ export function defaultConfig(): GlobalConfig {
       cluster_coordination: false,
       omit_delta_algorithm: false,
     },
-    webhooks: { batching: { enabled: false, duration: 50, size: 50 } },
+    webhooks: {
+      batching: { enabled: false, duration: 50, size: 50 },
+      key_header: 'X-Pusher-Key',
+      signature_header: 'X-Pusher-Signature',
+      timeout_ms: 5000,
+      retry: { max_retries: 3, initial_delay_ms: 1000, max_delay_ms: 60_000 },
+      max_queue: 10_000,
+      concurrency: 16,
+      lambda_endpoint: null,
+    },
     protocol: { event_prefix: 'pusher' },
   };
 }

@@ -76,6 +76,13 @@ export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = {
   WEBHOOK_BATCHING_ENABLED: ['webhooks.batching.enabled', 'bool'],
   WEBHOOK_BATCHING_DURATION: ['webhooks.batching.duration', 'num'],
   WEBHOOK_BATCHING_SIZE: ['webhooks.batching.size', 'num'],
+  WEBHOOK_KEY_HEADER: ['webhooks.key_header', 'str'], // ours
+  WEBHOOK_SIGNATURE_HEADER: ['webhooks.signature_header', 'str'], // ours
+  WEBHOOK_TIMEOUT_MS: ['webhooks.timeout_ms', 'num'], // ours
+  WEBHOOK_MAX_RETRIES: ['webhooks.retry.max_retries', 'num'], // ours
+  WEBHOOK_RETRY_INITIAL_DELAY_MS: ['webhooks.retry.initial_delay_ms', 'num'], // ours
+  WEBHOOK_MAX_QUEUE: ['webhooks.max_queue', 'num'], // ours
+  WEBHOOK_LAMBDA_ENDPOINT: ['webhooks.lambda_endpoint', 'str'], // ours
   NATS_SERVERS: ['adapter.nats.servers', 'list'], // ours
   DELTA_COMPRESSION_ENABLED: ['delta_compression.enabled', 'bool'], // ours
 };

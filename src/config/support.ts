@@ -11,9 +11,7 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   const no = (key: string, what: string) =>
     issues.push({ key, message: `${key}: ${what} is not available in this build of ringcast yet` });
   if (c.cache.driver === 'redis' || c.cache.driver === 'redis-cluster') no('cache.driver', `the ${c.cache.driver} cache driver`);
-  if (c.queue.driver !== 'sync') no('queue.driver', `the ${c.queue.driver} queue driver`);
   c.apps.forEach((app, i) => {
-    if (app.webhooks.length > 0) no(`apps[${i}].webhooks`, 'webhook delivery');
     // the user owners count signed-in connections per process, not yet over the cluster
     if (c.adapter.driver !== 'local' && app.enable_watchlist_events) {
       no(`apps[${i}].enable_watchlist_events`, `watchlist events across nodes (adapter.driver ${c.adapter.driver})`);

@@ -144,7 +144,23 @@ export interface Config {
     cluster_coordination: boolean;
     omit_delta_algorithm: boolean;
   };
-  webhooks: { batching: { enabled: boolean; duration: number; size: number } };
+  /** Webhook delivery (src/webhooks/): the primary thread batches, signs and sends. */
+  webhooks: {
+    batching: { enabled: boolean; duration: number; size: number };
+    /** Names of the app-key and signature headers (PROTOCOL.md: X-Pusher-Key, X-Pusher-Signature). */
+    key_header: string;
+    signature_header: string;
+    /** Per-request timeout (ms) of an HTTP POST or a Lambda invoke. */
+    timeout_ms: number;
+    /** Retries after the first attempt; waits initial_delay_ms × 2^n, capped at max_delay_ms. */
+    retry: { max_retries: number; initial_delay_ms: number; max_delay_ms: number };
+    /** Requests waiting (sync driver; redis: RPUSHes not yet answered) past which new ones are dropped (webhooks_dropped_total). */
+    max_queue: number;
+    /** Requests in flight at once. */
+    concurrency: number;
+    /** Lambda Invoke endpoint override (e.g. a local stand-in); null = AWS's regional endpoint. */
+    lambda_endpoint: string | null;
+  };
   protocol: { event_prefix: 'pusher' | 'proto' };
   apps: AppConfig[];
 }

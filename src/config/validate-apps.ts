@@ -4,7 +4,7 @@
 
 import type { AppConfig, ChannelDeltaSetting, WebhookConfig } from './types';
 import { appDefaults, WEBHOOK_EVENT_TYPES, type AppLimitDefaults, type GlobalConfig } from './defaults';
-import { isMapping, suggest, type Checker } from './validate';
+import { HEADER_NAME, isMapping, suggest, type Checker } from './validate';
 
 /** The default app assembled by env.ts: raw field values plus which env var set each one. */
 export interface EnvApp {
@@ -152,9 +152,22 @@ function webhooks(c: Checker, key: string, v: unknown): WebhookConfig[] {
     const headers = w.headers ?? {};
     if (!isMapping(headers) || Object.values(headers).some((h) => typeof h !== 'string')) {
       c.fail(`${wk}.headers`, 'must be a mapping of header name to string value', headers);
+    } else {
+      for (const [name, value] of Object.entries(headers)) {
+        if (!HEADER_NAME.test(name)) c.fail(`${wk}.headers`, `has ${JSON.stringify(name)}, which is not an HTTP header name`, undefined, false);
+        else if (/[\r\n\0]/.test(value as string)) c.fail(`${wk}.headers.${name}`, 'must not contain CR, LF or NUL', undefined, false);
+      }
+    }
+    if (typeof w.url === 'string' && w.url.startsWith('lambda://') && !lambdaArn(w.url.slice('lambda://'.length))) {
+      c.fail(`${wk}.url`, 'must be lambda://arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>]', w.url);
     }
     return { url: w.url as string, event_types: [...(types as string[])], headers: { ...(headers as Record<string, string>) } };
   });
+}
+
+/** A Lambda function ARN (region taken from it by webhooks/lambda.ts). */
+function lambdaArn(s: string): boolean {
+  return /^arn:[a-z-]+:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$/.test(s);
 }
 
 function validUrl(s: string): boolean {

@@ -328,12 +328,43 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
       cluster_coordination: bool('delta_compression.cluster_coordination'),
       omit_delta_algorithm: bool('delta_compression.omit_delta_algorithm'),
     },
-    webhooks: { batching: { enabled: bool('webhooks.batching.enabled'), duration: pos('webhooks.batching.duration'), size: pos('webhooks.batching.size') } },
+    webhooks: {
+      batching: { enabled: bool('webhooks.batching.enabled'), duration: pos('webhooks.batching.duration'), size: pos('webhooks.batching.size') },
+      key_header: headerName(c, 'webhooks.key_header', g('webhooks.key_header')),
+      signature_header: headerName(c, 'webhooks.signature_header', g('webhooks.signature_header')),
+      timeout_ms: pos('webhooks.timeout_ms'),
+      retry: {
+        max_retries: c.int('webhooks.retry.max_retries', g('webhooks.retry.max_retries'), 0, { max: 20 }),
+        initial_delay_ms: pos('webhooks.retry.initial_delay_ms'),
+        max_delay_ms: pos('webhooks.retry.max_delay_ms'),
+      },
+      max_queue: pos('webhooks.max_queue'),
+      concurrency: c.int('webhooks.concurrency', g('webhooks.concurrency'), 1, { max: 1024 }),
+      lambda_endpoint: httpUrlOrNull(c, 'webhooks.lambda_endpoint', g('webhooks.lambda_endpoint')),
+    },
     protocol: { event_prefix: c.oneOf('protocol.event_prefix', g('protocol.event_prefix'), ['pusher', 'proto'] as const) },
   };
 
   crossChecks(c, cfg);
   return cfg;
+}
+
+/** An HTTP header name (RFC 9110 token). */
+export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function headerName(c: Checker, key: string, v: unknown): string {
+  if (typeof v !== 'string' || !HEADER_NAME.test(v)) c.fail(key, 'must be an HTTP header name (letters, digits and !#$%&\'*+.^_`|~-)', v);
+  return v as string;
+}
+
+function httpUrlOrNull(c: Checker, key: string, v: unknown): string | null {
+  if (v === null || v === '') return null;
+  let ok = false;
+  try {
+    ok = typeof v === 'string' && /^https?:$/.test(new URL(v).protocol);
+  } catch { /* not a URL */ }
+  if (!ok) c.fail(key, 'must be an http:// or https:// URL, or null', v);
+  return v as string;
 }
 
 function mode(c: Checker, key: string, v: unknown): number {
@@ -393,6 +424,13 @@ function crossChecks(c: Checker, cfg: GlobalConfig): void {
   if (c.ok('bus.max_spill_bytes', 'event_limits.max_payload_in_kb') && cfg.bus.max_spill_bytes < spillFloor) {
     // a publish frame bigger than half a ring always passes through the spill queue
     c.fail('bus.max_spill_bytes', `must be ≥ 2 × event_limits.max_payload_in_kb KiB (${spillFloor}) so that the largest event can queue`, cfg.bus.max_spill_bytes);
+  }
+  const r = cfg.webhooks.retry;
+  if (c.ok('webhooks.retry.initial_delay_ms', 'webhooks.retry.max_delay_ms') && r.initial_delay_ms > r.max_delay_ms) {
+    c.fail('webhooks.retry.initial_delay_ms', `must be ≤ webhooks.retry.max_delay_ms (${r.max_delay_ms})`, r.initial_delay_ms);
+  }
+  if (c.ok('webhooks.key_header', 'webhooks.signature_header') && cfg.webhooks.key_header.toLowerCase() === cfg.webhooks.signature_header.toLowerCase()) {
+    c.fail('webhooks.signature_header', 'must differ from webhooks.key_header', cfg.webhooks.signature_header);
   }
   if (c.ok('metrics.prefix') && !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(cfg.metrics.prefix)) {
     c.fail('metrics.prefix', 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', cfg.metrics.prefix);

@@ -45,6 +45,10 @@ const COUNTERS: Record<CounterName, Def> = {
   cluster_heartbeat_failures_total: { help: 'Cluster heartbeats that failed', labels: [] },
   bus_full_total: { help: 'Frames refused because an internal ring and its spill queue were full (source: api, client_event, member_event, owner)', labels: ['source'] },
   shard_restarts_total: { help: 'Shard threads restarted after a crash', labels: [] },
+  webhooks_sent_total: { help: 'Webhook requests delivered (2xx answer, or a Lambda invoke accepted)', labels: ['app_id'] },
+  webhooks_failed_total: { help: 'Webhook requests given up (reason: status (a 4xx or the last retryable answer), network, timeout, config)', labels: ['app_id', 'reason'] },
+  webhook_retries_total: { help: 'Webhook requests sent again after a retryable failure', labels: ['app_id'] },
+  webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
 };
 
 const GAUGES: Record<GaugeName, Def> = {
@@ -54,6 +58,7 @@ const GAUGES: Record<GaugeName, Def> = {
   websocket_buffer_usage: { help: 'Bytes buffered for sending, summed over sockets', labels: [] },
   cluster_nodes_active: { help: 'Active cluster nodes', labels: [] },
   bus_spill_bytes: { help: 'Bytes waiting in writer-side spill queues of internal rings', labels: [] },
+  webhook_queue_size: { help: 'Webhook requests waiting to be sent or retried (sync queue driver)', labels: [] },
 };
 
 const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {

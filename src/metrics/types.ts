@@ -17,13 +17,17 @@ export type CounterName =
   /** ours: frames refused because a ring and its spill queue were full (API answered 503) */
   | 'bus_full_total'
   /** ours: shard threads restarted by the primary after a crash */
-  | 'shard_restarts_total';
+  | 'shard_restarts_total'
+  /** ours: webhook requests delivered (2xx), failed for good, retried, or dropped before sending */
+  | 'webhooks_sent_total' | 'webhooks_failed_total' | 'webhook_retries_total' | 'webhooks_dropped_total';
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
   | 'websocket_buffer_usage' | 'cluster_nodes_active'
   /** ours: bytes waiting in writer-side spill queues of this thread's rings */
-  | 'bus_spill_bytes';
+  | 'bus_spill_bytes'
+  /** ours: webhook requests waiting to be sent or retried (primary) */
+  | 'webhook_queue_size';
 
 export type HistogramName = 'http_request_duration_seconds';
 

@@ -48,6 +48,8 @@ export interface FailoverDeps {
   users?: { owner: UserOwner; watchlists: Watchlists };
   /** In a cluster: the other nodes' members of the channels this shard owns (channels/remote-presence.ts). */
   remote?: RemotePresence;
+  /** Replacement shard: the records are rebuilt, deferred operations not yet applied (the webhook sync). */
+  onRebuilt?(): void;
 }
 
 export interface Failover {
@@ -98,6 +100,7 @@ export function createFailover(deps: FailoverDeps): Failover {
       log.info(s, 'rebuild done: channel records of this shard restored from the surviving shards');
       deps.post({ type: 'restored', ...s });
     }, undefined, deps.remote ?? null);
+    rebuild.onRecords = () => deps.onRebuilt?.();
   }
 
   function localSockets(): Iterable<LocalSocket> {

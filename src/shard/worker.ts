@@ -33,6 +33,8 @@ import { createWatchlists } from '../ws/watchlist';
 import type { Socket } from '../ws/types';
 import { createTap } from '../console/tap';
 import { listenUnix } from '../listeners/unix';
+import { appsWithWebhooks } from '../webhooks/service';
+import { createShardWebhooks, ownedState } from '../webhooks/shard';
 import { createFailover } from './failover';
 import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
@@ -91,6 +93,12 @@ const localDirectory = createBusDirectory({ bus, shards, log: logOf('bus'), metr
 const directory = config.adapter.driver === 'local'
   ? localDirectory
   : createClusterDirectory(localDirectory, (question) => bus.request<unknown[]>(shards, { type: 'cluster_ask', question }));
+/** Webhook reports to the primary (webhooks/shard.ts); null when no app has webhooks. */
+const webhooks = appsWithWebhooks(config) ? createShardWebhooks({
+  apps, log, metrics,
+  toPrimary: (msg) => bus.control(shards, msg), // the primary is thread `shards`
+  count: (app, channel) => owner.store.info(app, channel).subscription_count,
+}) : null;
 const owner = createOwnerService({
   shards, apps, cacheStore,
   publisher: tap ? { publishOne: (m) => publisher.publishOne(m), member: (m) => { tap.member(m); publisher.member(m); } } : publisher, log: logOf('channels'), metrics, out,
@@ -113,6 +121,13 @@ const owner = createOwnerService({
       }
     },
   },
+  hooks: webhooks ? {
+    occupied: (app, channel) => webhooks.occupied(app, channel),
+    vacated: (app, channel) => webhooks.vacated(app, channel),
+    memberAdded: (app, channel, userId) => webhooks.memberAdded(app, channel, userId),
+    memberRemoved: (app, channel, userId) => webhooks.memberRemoved(app, channel, userId),
+    countChanged: (app, channel) => webhooks.countChanged(app, channel),
+  } : undefined,
 });
 
 /** Watchlists: the online state of the users hashed to this shard, and this shard's watchers. */
@@ -158,6 +173,8 @@ const failover = createFailover({
     void limiter.close();
   },
   endThread: () => parentPort!.close(),
+  // the crash rule of webhooks (webhooks/ledger.ts): the rebuilt state, before anything changes it
+  onRebuilt: webhooks ? () => webhooks.sync(shardId, ownedState(config.apps, owner.store)) : undefined,
 });
 
 let socketSeq = 0;
@@ -168,6 +185,7 @@ const behavior = createWsBehavior({
   cache,
   tap,
   filters,
+  webhooks,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });
@@ -249,6 +267,7 @@ const shutdown = createShutdown({
 function shutdownNow(final: ShardEvent): void {
   stopping = true;
   clearInterval(sweepTimer);
+  webhooks?.stop(); // what this turn reported goes to the primary before the bus stops
   shutdown.run(final);
 }
 

@@ -64,6 +64,11 @@ export function createClientEvents(deps: WsDeps) {
     out += '}';
     try {
       deps.publisher.publishOne({ kind: 'client', app: app.id, channel, except: d.id, message: out });
+      // webhook data: the string the client sent, or the JSON of its object (Pusher sends a string)
+      if (deps.webhooks?.wantsClientEvents(app.id)) {
+        deps.webhooks.clientEvent(app.id, channel, msg.event, typeof msg.data === 'string' ? msg.data : dataJson, d.id,
+          sub.type === 'presence' ? sub.userId : undefined);
+      }
     } catch (err) {
       if (!(err instanceof BusFullError)) throw err;
       meters.busFullAt('client_event');

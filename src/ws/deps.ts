@@ -10,6 +10,7 @@ import type { FilteredSubscriptions } from '../channels/filtered';
 import type { ConnectionCounters } from '../channels/counters';
 import type { PresenceShadows } from '../channels/rebuild';
 import type { MetricsSink } from '../metrics/types';
+import type { ShardWebhooks } from '../webhooks/shard';
 import type { RateLimiter } from '../ratelimit/types';
 import type { Tap } from '../console/tap';
 import type { Backpressure } from './backpressure';
@@ -47,6 +48,8 @@ export interface WsDeps {
   tap?: Tap | null;
   /** Tag filtering: the filtered subscriptions of this shard (channels/filtered.ts); absent when disabled. */
   filters?: FilteredSubscriptions<Socket> | null;
+  /** Webhook reports to the primary (client_event, cache_miss); null (or absent) when no app has webhooks. */
+  webhooks?: ShardWebhooks | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

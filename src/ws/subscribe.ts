@@ -128,6 +128,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         if (hit && r.kind === 'hit') sendFrame(meters, ws, app.id, 'api-event', r.message);
         else sendFrame(meters, ws, app.id, Ev.CacheMiss, frame(deps.out(Ev.CacheMiss), undefined, channel));
       });
+      if (r.kind === 'miss') deps.webhooks?.cacheMiss(app.id, channel);
     }, (err: Error) => deps.log.warn({ err, channel }, 'cache channel: no answer from the owner, nothing replayed'));
   }
 
