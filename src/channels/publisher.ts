@@ -38,6 +38,8 @@ export interface Outgoing {
   except: string;
   /** The serialised client frame ({"event","channel","data",…}). */
   message: string;
+  /** A publish's `"delta": true|false` (delta/stage.ts); absent: the configuration decides. */
+  delta?: boolean;
 }
 
 /** What the pipeline needs of the bus (bus/bus.ts). */

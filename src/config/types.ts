@@ -135,6 +135,8 @@ export interface Config {
     max_channel_states_per_socket: number;
     cluster_coordination: boolean;
     omit_delta_algorithm: boolean;
+    /** Ours: threads of the delta pool behind the sequencer; 0 computes on the sequencer thread (delta/compute.ts). */
+    pool_size: number;
   };
   webhooks: { batching: { enabled: boolean; duration: number; size: number } };
   protocol: { event_prefix: 'pusher' | 'proto' };

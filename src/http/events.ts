@@ -20,6 +20,8 @@ export interface ParsedEvent {
   channels: string[];
   socketId: string;
   info: ReadonlySet<string>;
+  /** `"delta": true|false` (delta compression for this message); undefined when absent. */
+  delta?: boolean;
 }
 
 const EVENT_INFO = new Set(['subscription_count', 'user_count']);
@@ -89,7 +91,9 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
     }
     info = asked;
   }
-  return { name, data, channels, socketId, info };
+  if (ev.delta !== undefined && ev.delta !== null && typeof ev.delta !== 'boolean') return jsonError(400, `${where}delta must be a boolean`);
+  const delta = typeof ev.delta === 'boolean' ? ev.delta : undefined;
+  return { name, data, channels, socketId, info, delta };
 }
 
 function isParsed(x: ParsedEvent | ApiResponse): x is ParsedEvent {
@@ -99,7 +103,7 @@ function isParsed(x: ParsedEvent | ApiResponse): x is ParsedEvent {
 /** The messages of one event: one per channel, serialised once each. */
 function messagesOf(app: AppConfig, ev: ParsedEvent, into: Outgoing[]): Outgoing[] {
   for (const channel of ev.channels) {
-    into.push({ kind: isServerToUser(channel) ? 'user' : 'api', app: app.id, channel, except: ev.socketId, message: frame(ev.name, ev.data, channel) });
+    into.push({ kind: isServerToUser(channel) ? 'user' : 'api', app: app.id, channel, except: ev.socketId, message: frame(ev.name, ev.data, channel), delta: ev.delta });
   }
   return into;
 }

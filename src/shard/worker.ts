@@ -25,6 +25,9 @@ import { Backpressure } from '../ws/backpressure';
 import { createWsBehavior } from '../ws/connection';
 import { terminateUser } from '../ws/signin';
 import type { Socket } from '../ws/types';
+import { createDeltaShard } from '../delta/shard';
+import { deltaRoute } from '../delta/stage';
+import type { CacheStates } from '../delta/streams';
 import { createFailover } from './failover';
 import { createShutdown } from './shutdown';
 import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
@@ -63,11 +66,25 @@ const cache = cacheStore ? new CacheChannels(bus, shards, config.channel_limits.
 cacheStore?.startSweep(30_000);
 /** Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts). */
 const interest = new Interest(init.interest, shards, shardId);
+/** Delta compression (delta/): this shard's delta sockets and the route to the sequencer (thread shards + 1). */
+const deltaInit = init.delta;
+const deltaInterest = deltaInit && {
+  fossil: new Interest(deltaInit.interest.fossil, shards, shardId),
+  xdelta3: new Interest(deltaInit.interest.xdelta3, shards, shardId),
+};
+const delta = deltaInit && deltaInterest ? createDeltaShard({
+  config, uws, sockets, interest: deltaInterest, out, log,
+  states: (app, channel) => bus.request<CacheStates & { conflation_key: string | null }>(deltaInit.sequencer, { type: 'delta_states', app, channel }),
+}) : null;
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log, out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
-  stages: { adapter: init.bridge ? [bridgeOut(bus, shards)] : [] },
+  stages: {
+    delta: deltaInit && deltaInterest ? [deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
+    adapter: init.bridge ? [bridgeOut(bus, shards)] : [],
+    filter: delta ? [delta.inbound] : [],
+  },
 });
 const directory = createBusDirectory({ bus, shards, log, metrics });
 const owner = createOwnerService({
@@ -87,6 +104,8 @@ function onControl(msg: ControlMsg, from: number): void {
       return publisher.deliverMember(msg);
     case 'restore':
       return failover.restore(msg, from);
+    case 'delta':
+      return delta?.deliver(msg);
     case 'reply':
       return; // settled by the bus itself
   }
@@ -115,6 +134,7 @@ let socketSeq = 0;
 const behavior = createWsBehavior({
   config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log, metrics, limiter, out, backpressure,
   shadows: failover.shadows,
+  delta,
   cache,
   stopping: () => stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
@@ -142,7 +162,11 @@ registerRoutes(uws, {
   stopping: () => stopping,
 });
 
-const sweepTimer = setInterval(() => behavior.sweep(Date.now()), 1000);
+const sweepTimer = setInterval(() => {
+  const now = Date.now();
+  behavior.sweep(now);
+  delta?.sweep(now);
+}, 1000);
 
 let listenSocket: us_listen_socket | null = null;
 // A Redis rate limiter connects before the shard listens (the primary has checked that it

@@ -101,6 +101,10 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       }
       case Ev.Signin:
         return signin(ws, d, parseData(m.data));
+      case Ev.EnableDelta:
+        return deps.delta?.enable(ws, d);
+      case Ev.DeltaSyncError:
+        return deps.delta?.syncError(ws, d, parseData(m.data));
       default:
         if (isClientEvent(event)) return clientEvent(ws, d, { event, channel: m.channel, data: m.data }, now);
         // Unknown pusher: events and other names are ignored, as Pusher does.
@@ -140,6 +144,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       evCount: 0,
       wsWindowStart: 0,
       wsCount: 0,
+      delta: null,
     };
     res.upgrade(data, secKey, proto, ext, context);
   }
@@ -222,6 +227,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       sockets.delete(d.id);
       counters.release(d.appIdx);
       meters.app(d.app!.id).connectionsActive.dec();
+      deps.delta?.dropAll(d, ws);
       subs.dropAll(d);
     },
 

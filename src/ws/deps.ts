@@ -12,6 +12,7 @@ import type { MetricsSink } from '../metrics/types';
 import type { RateLimiter } from '../ratelimit/types';
 import type { Backpressure } from './backpressure';
 import type { Socket } from './types';
+import type { DeltaShard } from '../delta/shard';
 
 /** What the WebSocket handlers need, built once in shard/worker.ts. */
 export interface WsDeps {
@@ -38,6 +39,8 @@ export interface WsDeps {
   shadows?: PresenceShadows;
   /** Cache channels: null (or absent) with cache.driver `none` (channels/cache.ts). */
   cache?: CacheChannels | null;
+  /** Delta compression (delta/shard.ts); null (or absent) with delta_compression.enabled false. */
+  delta?: DeltaShard | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

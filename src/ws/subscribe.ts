@@ -17,12 +17,15 @@ import { verifyChannelAuth } from '../protocol/hmac';
 import { ErrorCode, SubscriptionStatus, type SubscriptionErrorType } from '../protocol/codes';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
+import type { Algo } from '../delta/settings';
 import { sendFrame } from './send';
 
 interface SubscribeData {
   channel?: unknown;
   auth?: unknown;
   channel_data?: unknown;
+  /** Per-subscription delta compression (delta/settings.ts). */
+  delta?: unknown;
 }
 
 export interface Subscriptions {
@@ -105,7 +108,22 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     return JSON.stringify({ presence: { ids, hash, count: ids.length } });
   }
 
-  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string) {
+  /** The socket on the channel's uWS topic: the plain one, or its delta topic (delta/shard.ts). */
+  function subscribeTopic(ws: Socket, d: SocketData, app: AppConfig, channel: string, algo: Algo | null) {
+    if (algo !== null) deps.delta!.subscribe(ws, d, app, channel, algo);
+    else ws.subscribe(topicOf(app.id, channel));
+  }
+
+  /** The delta algorithm of this subscription (null: plain), or false once a bad `delta` was answered. */
+  function deltaOf(ws: Socket, d: SocketData, app: AppConfig, channel: string, delta: unknown): Algo | null | false {
+    if (!deps.delta) return null;
+    const r = deps.delta.resolve(d, app, channel, delta);
+    if (r === null || typeof r === 'string') return r;
+    subscriptionError(ws, channel, 'InvalidDelta', r.error, SubscriptionStatus.InvalidDelta);
+    return false;
+  }
+
+  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string, algo: Algo | null) {
     let parsed: { user_id?: unknown; user_info?: unknown };
     try {
       parsed = JSON.parse(channelData) as { user_id?: unknown; user_info?: unknown };
@@ -147,7 +165,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       meters.app(app.id).subscription('presence').inc();
       meters.presenceJoins.inc();
       ws.cork(() => {
-        ws.subscribe(topicOf(app.id, channel));
+        subscribeTopic(ws, d, app, channel, algo);
         succeeded(ws, channel, presenceData(reply.members));
       });
       replayCache(ws, d, app, channel, sub);
@@ -202,14 +220,16 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
           return subscriptionError(ws, channel, 'AuthError',
             data.auth === undefined ? `auth is required to subscribe to ${channel}` : `invalid signature for ${channel}`, SubscriptionStatus.AuthFailed);
         }
-        if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string);
       }
+      const algo = deltaOf(ws, d, app, channel, data.delta);
+      if (algo === false) return;
+      if (type === 'presence') return joinPresence(ws, d, app, channel, data.channel_data as string, algo);
       // One shared record per type (read-only: only presence records change) unless the
       // channel replays a cache, which tells its subscriptions apart by identity.
       const sub: Subscription = deps.cache && deps.cache.ttl(channel) !== null
         ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
       track(d, app, channel, sub);
-      ws.subscribe(topicOf(app.id, channel));
+      subscribeTopic(ws, d, app, channel, algo);
       meters.app(app.id).subscription(type).inc();
       succeeded(ws, channel, '{}');
       directory.subscribe(app.id, channel);
@@ -221,7 +241,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const sub = d.channels.get(channel);
       if (!sub) return;
       untrack(d, d.app!, channel);
-      ws.unsubscribe(topicOf(d.app!.id, channel));
+      if (!deps.delta?.unsubscribe(ws, d, d.app!.id, channel)) ws.unsubscribe(topicOf(d.app!.id, channel));
       if (sub.joined) release(d.app!, channel, d.id, sub);
     },
 

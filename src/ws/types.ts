@@ -1,6 +1,7 @@
 import type { WebSocket } from 'uWebSockets.js';
 import type { AppConfig } from '../config/types';
 import type { ChannelType } from '../protocol/channels';
+import type { SocketDelta } from '../delta/shard';
 
 export interface Subscription {
   type: ChannelType;
@@ -36,6 +37,8 @@ export interface SocketData {
   /** rate_limiter.websocket window of this connection (all frames): start (ms), frames in it. */
   wsWindowStart: number;
   wsCount: number;
+  /** Delta compression state (delta/shard.ts): null until the socket opts in or subscribes with delta. */
+  delta: SocketDelta | null;
 }
 
 export type Socket = WebSocket<SocketData>;
