@@ -31,6 +31,11 @@ export async function createComputer(poolSize: number): Promise<Computer> {
     maxThreads: poolSize,
     idleTimeout: Infinity,
   });
+  // Warm up before the sequencer reports ready: the first task starts the thread and loads
+  // the encoders (vcdiff-wasm compiles its wasm), ~1 s on this machine, during which
+  // messages would queue behind it.
+  const warm = Buffer.from('{"event":"warm-up","channel":"c","data":"0123456789"}');
+  await pool.run({ base: warm, target: warm, algos: ALGOS.map(() => true) } satisfies DeltaTask);
   return {
     compute: (task) => pool.run(task) as Promise<DeltaResult>,
     close: () => pool.destroy(),

@@ -185,8 +185,20 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
   return {
     enable(ws, d) {
       const on = dc.enabled;
-      if (on) socketDelta(d).algo = defaultAlgo;
       ws.send(frame(deps.out(Ev.DeltaEnabled), on ? { enabled: true, algorithm: defaultAlgo } : { enabled: false }), false);
+      if (!on || !d.app) return;
+      const sd = socketDelta(d);
+      if (sd.algo !== null) return;
+      sd.algo = defaultAlgo;
+      // Subscriptions made before the opt-in take deltas from now on (pusher-js sends its
+      // subscribes on connect, before a wrapper can send pusher:enable_delta_compression).
+      for (const [channel, sub] of d.channels) {
+        if (!sub.joined || sd.channels.has(channel)) continue;
+        const algo = this.resolve(d, d.app, channel, undefined);
+        if (algo === null || typeof algo === 'object') continue;
+        ws.unsubscribe(topicOf(d.app.id, channel));
+        this.subscribe(ws, d, d.app, channel, algo);
+      }
     },
 
     resolve(d, app, channel, delta) {
