@@ -5,7 +5,7 @@
 
 import path from 'node:path';
 import { Piscina } from 'piscina';
-import { loadEncoders } from './codec';
+import { loadEncoders, type Encode } from './codec';
 import { ALGOS } from './settings';
 import type { Compute, DeltaResult, DeltaTask } from './sequencer';
 
@@ -14,10 +14,21 @@ export interface Computer {
   close(): Promise<void>;
 }
 
-/** Computes one task with the encoders of this thread. */
-export async function inlineComputer(): Promise<(task: DeltaTask) => DeltaResult> {
-  const enc = await loadEncoders(ALGOS);
-  return (task) => ALGOS.map((a, i) => (task.algos[i] ? enc[a]!(task.base, task.target) : null));
+/**
+ * Computes one task with the encoders of this thread. Fossil is loaded at once; the
+ * VCDIFF encoder (a wasm compile, ~1 s here) only when a task first asks for Xdelta3.
+ */
+export async function inlineComputer(): Promise<(task: DeltaTask) => DeltaResult | Promise<DeltaResult>> {
+  const fossil = (await loadEncoders(['fossil'])).fossil!;
+  let xdelta: Encode | null = null;
+  const run = (task: DeltaTask) => ALGOS.map((a, i) => (!task.algos[i] ? null : a === 'fossil' ? fossil(task.base, task.target) : xdelta!(task.base, task.target)));
+  return (task) => {
+    if (xdelta !== null || !task.algos[ALGOS.indexOf('xdelta3')]) return run(task);
+    return loadEncoders(['xdelta3']).then((e) => {
+      xdelta = e.xdelta3;
+      return run(task);
+    });
+  };
 }
 
 export async function createComputer(poolSize: number): Promise<Computer> {
@@ -32,10 +43,9 @@ export async function createComputer(poolSize: number): Promise<Computer> {
     idleTimeout: Infinity,
   });
   // Warm up before the sequencer reports ready: the first task starts the thread and loads
-  // the encoders (vcdiff-wasm compiles its wasm), ~1 s on this machine, during which
-  // messages would queue behind it.
+  // the Fossil encoder, during which messages would queue behind it.
   const warm = Buffer.from('{"event":"warm-up","channel":"c","data":"0123456789"}');
-  await pool.run({ base: warm, target: warm, algos: ALGOS.map(() => true) } satisfies DeltaTask);
+  await pool.run({ base: warm, target: warm, algos: ALGOS.map((a) => a === 'fossil') } satisfies DeltaTask);
   return {
     compute: (task) => pool.run(task) as Promise<DeltaResult>,
     close: () => pool.destroy(),

@@ -2,7 +2,7 @@
 import { inlineComputer } from './compute';
 import type { DeltaResult, DeltaTask } from './sequencer';
 
-let run: Promise<(task: DeltaTask) => DeltaResult> | null = null;
+let run: Promise<(task: DeltaTask) => DeltaResult | Promise<DeltaResult>> | null = null;
 
 export default async function deltaTask(task: DeltaTask): Promise<DeltaResult> {
   run ??= inlineComputer();

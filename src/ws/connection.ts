@@ -102,7 +102,9 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       case Ev.Signin:
         return signin(ws, d, parseData(m.data));
       case Ev.EnableDelta:
-        return deps.delta?.enable(ws, d);
+        // delta_compression.enabled false: no delta part on the shard, the answer says so
+        if (deps.delta) return deps.delta.enable(ws, d);
+        return void sendFrame(meters, ws, d.app!.id, Ev.DeltaEnabled, frame(deps.out(Ev.DeltaEnabled), { enabled: false }));
       case Ev.DeltaSyncError:
         return deps.delta?.syncError(ws, d, parseData(m.data));
       default:
