@@ -90,7 +90,8 @@ function maskedFrame(opcode: number, payload: Buffer): Buffer {
 const PONG_FRAME = maskedFrame(OP_TEXT, Buffer.from('{"event":"pusher:pong","data":{}}'));
 
 function subscribeFrames(channels: string[]): Buffer {
-  return Buffer.concat(channels.map((c) => maskedFrame(OP_TEXT, Buffer.from(JSON.stringify({ event: 'pusher:subscribe', data: { channel: c } })))));
+  // subscribeData: more subscribe fields (a delta subscription: bench/delta/)
+  return Buffer.concat(channels.map((c) => maskedFrame(OP_TEXT, Buffer.from(JSON.stringify({ event: 'pusher:subscribe', data: { channel: c, ...init.subscribeData } })))));
 }
 
 function sendSubscribes(c: Conn): void {
@@ -137,6 +138,9 @@ function onControlText(c: Conn, buf: Buffer, s: number, e: number, now: number):
       c.sock.write(PONG_FRAME);
       return;
     case 'pusher:pong':
+      return;
+    case 'pusher:delta': // a delta message counts as a message (not decoded: bench/delta/)
+      onMessage(buf, s, e, now);
       return;
     case 'pusher:error': {
       let code = '?';
