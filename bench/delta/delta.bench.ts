@@ -7,7 +7,7 @@
 //             plain vs Fossil delta subscribers, and the server's CPU per delivered message.
 //
 //   node dist/bench/delta/delta.bench.js [--subs 1000] [--messages 300] [--duration 10]
-//        [--workers 1] [--runs 3] [--pool 1] [--only bandwidth|rate]
+//        [--workers 1] [--runs 3] [--pool 1] [--interval 10] [--omit-algorithm] [--only bandwidth|rate]
 
 import fs from 'node:fs';
 import http from 'node:http';
@@ -31,6 +31,8 @@ const DURATION = arg('duration', 10);
 const WORKERS = arg('workers', 1);
 const RUNS = arg('runs', 3);
 const POOL = arg('pool', 1);
+const INTERVAL = arg('interval', 10);
+const OMIT = process.argv.includes('--omit-algorithm');
 
 async function startServer(tmpDir: string): Promise<RunningTarget> {
   const port = await freePort();
@@ -38,7 +40,7 @@ async function startServer(tmpDir: string): Promise<RunningTarget> {
   fs.writeFileSync(file, [
     'host: 127.0.0.1', `port: ${port}`, `workers: ${WORKERS}`, 'shutdown_grace_period: 3000',
     'log:', '  level: warn',
-    'delta_compression:', `  pool_size: ${POOL}`,
+    'delta_compression:', `  pool_size: ${POOL}`, `  full_message_interval: ${INTERVAL}`, `  omit_delta_algorithm: ${OMIT}`,
     'apps:', `  - id: ${APP.id}`, `    key: ${APP.key}`, `    secret: ${APP.secret}`,
     '    max_client_events_per_second: 10000000',
     '    channel_delta_compression:',
@@ -70,7 +72,8 @@ const bytesOf = async (g: GenPool) => (await g.snapshot()).per.reduce((a, s) => 
 
 /** Bytes per subscriber for MESSAGES updates (symbols: 1 = no conflation key needed). */
 async function bandwidth(srv: RunningTarget, mode: Mode, keyed: boolean): Promise<{ perSub: number; msgs: number }> {
-  const channel = keyed ? 'keyed-' : 'plain-';
+  // a channel of its own per run: every run starts without sequencer state
+  const channel = `${keyed ? 'keyed-' : 'open-'}${mode}-`;
   const full = `${channel}0-0`;
   const g = await pool(srv, mode, channel);
   try {
@@ -115,7 +118,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 async function main(): Promise<void> {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringcast-delta-bench-'));
-  const out: Record<string, unknown> = { subs: SUBS, messages: MESSAGES, duration: DURATION, workers: WORKERS, pool: POOL };
+  const out: Record<string, unknown> = { subs: SUBS, messages: MESSAGES, duration: DURATION, workers: WORKERS, pool: POOL, full_message_interval: INTERVAL, omit_delta_algorithm: OMIT };
   const srv = await startServer(tmpDir);
   try {
     if (only !== 'rate') {

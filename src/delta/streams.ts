@@ -65,7 +65,7 @@ export interface StreamOptions {
 }
 
 export interface CacheStates {
-  /** conflation value → the group's kept messages, oldest first. */
+  /** conflation value → the latest message of each of the group's streams, oldest first. */
   states: Record<string, { content: string; seq: number }[]>;
   /** The streams whose latest message is among them (a syncing socket is in step with these). */
   streams: number[];
@@ -130,9 +130,18 @@ export class StreamTable {
     const out: CacheStates = { states: {}, streams: [] };
     const c = this.channels.get(key);
     if (c === undefined) return out;
+    // Only each stream's latest message: all a client needs to take the next delta (the
+    // older entries kept would cost every subscriber bandwidth for nothing).
     for (const [value, g] of c.groups) {
-      out.states[value] = g.entries.map((e) => ({ content: e.content, seq: e.seq }));
-      for (const s of g.streams.values()) if (s.base !== null) out.streams.push(s.id);
+      const list: { content: string; seq: number }[] = [];
+      for (const e of g.entries) {
+        const s = g.streams.get(e.event);
+        if (s?.base === e) {
+          list.push({ content: e.content, seq: e.seq });
+          out.streams.push(s.id);
+        }
+      }
+      if (list.length > 0) out.states[value] = list;
     }
     return out;
   }
