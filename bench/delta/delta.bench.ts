@@ -100,10 +100,12 @@ async function rate(srv: RunningTarget, mode: Mode): Promise<{ delivered: number
     await sleep(1000); // warm-up
     const s0 = await g.snapshot();
     const c0 = processCpuUs(srv.pid);
+    const th0 = threadCpu(srv.pid);
     const t0 = Date.now();
     await sleep(DURATION * 1000);
     const s1 = await g.snapshot();
     const c1 = processCpuUs(srv.pid);
+    if (process.env.DELTA_BENCH_THREADS) process.stderr.write(`${mode} threads: ${busiest(th0, threadCpu(srv.pid)).join(', ')}\n`);
     const dt = (Date.now() - t0) / 1000;
     const st = await pub.stop();
     const delivered = (s1.msgs - s0.msgs) / dt;
@@ -112,6 +114,26 @@ async function rate(srv: RunningTarget, mode: Mode): Promise<{ delivered: number
     await pub.close();
     await g.close();
   }
+}
+
+/** CPU µs of each thread of a process by tid, with its name (/proc/<pid>/task). */
+function threadCpu(pid: number): Map<string, { name: string; us: number }> {
+  const out = new Map<string, { name: string; us: number }>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const s = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = s.slice(s.indexOf('(') + 1, s.lastIndexOf(')'));
+      const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+      out.set(tid, { name, us: (Number(f[11]) + Number(f[12])) * 10_000 });
+    } catch { /* thread gone */ }
+  }
+  return out;
+}
+
+/** The busiest threads between two threadCpu() snapshots: "name:tid µs". */
+function busiest(a: Map<string, { name: string; us: number }>, b: Map<string, { name: string; us: number }>): string[] {
+  return [...b].map(([tid, v]) => ({ tid, name: v.name, us: v.us - (a.get(tid)?.us ?? 0) }))
+    .filter((x) => x.us > 0).sort((x, y) => y.us - x.us).slice(0, 6).map((x) => `${x.name}:${x.tid} ${Math.round(x.us / 1000)}ms`);
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
