@@ -135,7 +135,7 @@ export interface Config {
     max_channel_states_per_socket: number;
     cluster_coordination: boolean;
     omit_delta_algorithm: boolean;
-    /** Ours: threads of the delta pool behind the sequencer; 0 computes on the sequencer thread (delta/compute.ts). */
+    /** Ours: piscina threads behind the delta sequencer; 0 (default) computes on the sequencer thread (delta/compute.ts, docs/performance.md). */
     pool_size: number;
   };
   webhooks: { batching: { enabled: boolean; duration: number; size: number } };

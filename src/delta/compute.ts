@@ -1,7 +1,10 @@
-// Where the deltas are computed: a piscina pool behind the sequencer
-// (delta_compression.pool_size threads, default 1), or the sequencer thread itself with
-// pool_size 0. Either way never a shard. Measured in docs/performance.md ("Delta
-// compression"): what a pool task costs against computing inline.
+// Where the deltas are computed: the sequencer thread itself (delta_compression.pool_size
+// 0, the default), or a piscina pool of pool_size threads behind it. Either way never a
+// shard. Measured (bench/delta/compute.bench.ts, docs/performance.md "Delta
+// compression"): a 1 KB Fossil delta costs ~15–55 µs inline and ~75–150 µs through a
+// one-thread pool, whose per-task cost (structured clone both ways, a wake-up per task)
+// is larger than the delta itself; a pool only pays when one thread cannot keep up with
+// the deltas (thousands of 1 KB deltas per second per core).
 
 import path from 'node:path';
 import { Piscina } from 'piscina';
