@@ -16,12 +16,16 @@ async function publish(srv: TestServer, channel: string, event: string, data: st
   if (r.status !== 200) throw new Error(`publish answered ${r.status}: ${r.text}`);
 }
 
+let ends = 0;
+
 /** n updates on one channel; returns after every given client got the end marker. */
 async function stream(srv: TestServer, channel: string, n: number, clients: DeltaClient[], extra: (i: number) => Record<string, unknown> = () => ({}), size = 1000): Promise<void> {
   const books = new Books(rng(7), size);
   for (let i = 0; i < n; i++) await publish(srv, channel, 'price', books.update('A'), extra(i));
-  await publish(srv, channel, 'end', '{"end":true}');
-  await Promise.all(clients.map((c) => c.until(() => c.events(channel).some((e) => e.includes('"event":"end"')), 'end')));
+  // a marker of its own: a channel may carry several streams one after the other
+  const marker = `{"end":${++ends}}`;
+  await publish(srv, channel, 'end', marker);
+  await Promise.all(clients.map((c) => c.until(() => c.events(channel).some((e) => e.includes(JSON.stringify(marker))), 'end')));
 }
 
 const deltas = (c: DeltaClient, channel: string) => c.texts.filter((x) => x.startsWith('{"event":"pusher:delta"') && x.includes(`"channel":${JSON.stringify(channel)}`));
