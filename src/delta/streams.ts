@@ -16,7 +16,9 @@
 //     two unless `"delta": true` was published). The sequencer sends it full as well when
 //     the delta is not smaller (known only once computed: it does not reset the interval).
 //  3. Evicting a group or expiring it drops its streams: their ids are handed to the shards
-//     with the channel's next message (`dropped`), which forget their subscriber sets.
+//     with the channel's next message (`dropped`), which forget their subscriber sets. A
+//     channel expired whole is forgotten with its list; its streams' ids are never reused
+//     (a new stream gets a new id), and the shards drop idle streams by the same age.
 
 import { Force } from './wire';
 import type { ChannelDelta } from './settings';
