@@ -149,11 +149,16 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     const baseIndex = d.base.seq;
     const finish = (result: DeltaResult): void => {
       let any = false;
+      // bytes of the full message on the wire (the `__` fields are ASCII)
+      const fullBytes = bytes.length + full.length - envelope.length;
       const deltas = result.map((delta, i) => {
-        // the delta goes only when smaller than the message (or forced by the publisher)
-        if (delta === null || (delta.length >= bytes.length && force !== Force.Delta)) return null;
+        if (delta === null) return null;
+        const m = deltaMessage(deps.deltaEvent, f.channel, event, delta, d.seq, baseIndex, omitAlgorithm ? null : ALGOS[i], value);
+        // "not smaller": the pusher:delta as sent (base64, wrapper; ASCII) against the full
+        // message, unless the publisher forced a delta
+        if (m.length >= fullBytes && force !== Force.Delta) return null;
         any = true;
-        return deltaMessage(deps.deltaEvent, f.channel, event, delta, d.seq, baseIndex, omitAlgorithm ? null : ALGOS[i], value);
+        return m;
       });
       slot.send = () => sendTo(targets, { type: 'delta', ...base, deltas: any ? deltas : null });
       slot.ready = true;

@@ -14,7 +14,8 @@
 //     or state expired), when `"delta": false` was published, every
 //     full_message_interval deltas, or when it is shorter than min_message_size (the last
 //     two unless `"delta": true` was published). The sequencer sends it full as well when
-//     the delta is not smaller (known only once computed: it does not reset the interval).
+//     the pusher:delta message is not smaller than the full message on the wire (known only
+//     once computed: it does not reset the interval).
 //  3. Evicting a group or expiring it drops its streams: their ids are handed to the shards
 //     with the channel's next message (`dropped`), which forget their subscriber sets. A
 //     channel expired whole is forgotten with its list; its streams' ids are never reused
