@@ -72,8 +72,8 @@ export class DeltaClient {
     this.envelopes.set(channel, list);
   }
 
-  send(event: string, data: unknown): void {
-    this.ws.send(JSON.stringify({ event, data }));
+  send(event: string, data: unknown, channel?: string): void {
+    this.ws.send(JSON.stringify(channel === undefined ? { event, data } : { event, channel, data }));
   }
 
   enable(): Promise<void> {

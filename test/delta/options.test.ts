@@ -144,3 +144,26 @@ t.test('delta_compression.enabled false: enable answers enabled false, no sequen
   await stream(srv, 'a', 3, [c]);
   t.equal(deltas(c, 'a').length + fulls(c, 'a').length, 0, 'plain messages');
 });
+
+t.test('client events: the sender is excluded and steps out; the others decode them', async (t) => {
+  const srv = await startServer({});
+  t.teardown(() => srv.stop());
+  const ch = 'private-chat';
+  const sender = await DeltaClient.open(srv, new core.DeltaDecoder());
+  const other = await DeltaClient.open(srv, new core.DeltaDecoder());
+  const plain = await DeltaClient.open(srv, null);
+  for (const c of [sender, other]) await c.enable();
+  for (const c of [sender, other, plain]) await c.subscribe(ch);
+  const books = new Books(rng(9));
+  for (let i = 0; i < 5; i++) sender.send('client-quote', books.update('A'), ch);
+  await Promise.all([other, plain].map((c) => c.until(() => c.events(ch).length === 5, 'the sender\'s client events')));
+  // the sender missed its own five (excluded): the next one of the stream reaches it in full
+  for (let i = 0; i < 5; i++) other.send('client-quote', books.update('A'), ch);
+  await Promise.all([sender, plain].map((c) => c.until(() => c.events(ch).length === (c === plain ? 10 : 5), 'the other\'s client events')));
+  const all = plain.events(ch);
+  t.same(other.events(ch), all.slice(0, 5), 'the other delta client: identical envelopes');
+  t.same(sender.events(ch), all.slice(5), 'the sender: identical envelopes of the other\'s events');
+  t.ok(deltas(other, ch).length >= 3 && deltas(sender, ch).length >= 3, 'client events go as deltas');
+  t.ok(fulls(sender, ch).length >= 1, 'the sender stepped back in with a full message');
+  t.equal(sender.decoder!.stats.syncErrors + other.decoder!.stats.syncErrors, 0, 'no sync error');
+});
