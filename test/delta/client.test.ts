@@ -41,12 +41,26 @@ for (const algo of ['fossil', 'xdelta3'] as const) {
     const sdk = srv.sdk();
     const books = new Books(rng(3));
     const syms = ['EURUSD', 'GBPUSD', 'USDJPY'];
+    const until = async (pred: () => boolean, what: string) => {
+      for (let k = 0; k < 400 && !pred(); k++) await new Promise((r) => setTimeout(r, 50));
+      if (!pred()) throw new Error(`timed out waiting for ${what}`);
+    };
     for (let i = 0; i < 30; i++) {
-      if (i === 15) handle.decoder.reset('ticker'); // lost bases: the next delta fails → pusher:delta_sync_error
-      await sdk.trigger(i % 2 === 0 ? 'ticker' : 'keyed-fx', 'price', books.update(syms[i % 3]));
+      if (i === 15) {
+        // lost bases once everything so far is in: the next ticker delta fails → pusher:delta_sync_error
+        await until(() => got.delta.length === i && got.plain.length === i, 'the first 15 events');
+        handle.decoder.reset('ticker');
+      }
+      // ticker: one book (no conflation key); keyed-fx: three, one stream each
+      await sdk.trigger(i % 2 === 0 ? 'ticker' : 'keyed-fx', 'price', books.update(i % 2 === 0 ? 'BTC' : syms[i % 3]));
+      if (i === 16) {
+        // the server has read the sync error once a later frame of the socket is answered
+        await until(() => handle.stats.syncErrors === 1, 'the sync error');
+        await new Promise<void>((r) => dp.subscribe('marker').bind('pusher:subscription_succeeded', () => r()));
+      }
     }
     // after the sync error the server sends ticker's next message in full
-    await sdk.trigger('ticker', 'price', books.update('EURUSD'));
+    await sdk.trigger('ticker', 'price', books.update('BTC'));
     await sdk.trigger(['ticker', 'keyed-fx'], 'end', '{"end":true}');
     const done = (l: unknown[]) => l.filter((x) => (x as unknown[])[1] === 'end').length === 2;
     for (let i = 0; i < 400 && !(done(got.plain) && done(got.delta)); i++) await new Promise((r) => setTimeout(r, 50));
