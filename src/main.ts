@@ -34,6 +34,9 @@ import { freePort, spawnShard, stopShards, type ShardHandle } from './shard/spaw
 import { createReloader, type ReloadResult } from './shard/reloader';
 import { openConsole } from './shard/console';
 import { appsWithWebhooks, startWebhookService, type WebhookService } from './webhooks/service';
+import { spawnSequencer, type SequencerHandle } from './delta/spawn';
+import { deltaRoute } from './delta/stage';
+import type { DeltaShardInit } from './delta/init';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
 // that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
@@ -117,11 +120,20 @@ interface Started {
     /** A shard's rings were renewed for its replacement (the cluster re-sends its remote state). */
     renewed: ((shard: number) => void) | null;
   };
+  /** The delta sequencer (thread shards + 1); null with delta_compression.enabled false. */
+  sequencer: SequencerHandle | null;
 }
 
 async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger, webhooks: WebhookService | null): Promise<Started | null> {
   const shards = config.workers;
-  const topology: BusTopology = createTopology(shards + 1, config.bus.ring_bytes, config.bus.max_spill_bytes, createRingBuffer, createDoorbell);
+  // Threads of the mesh: the shards, the primary (index shards), the delta sequencer (shards + 1).
+  const deltaOn = config.delta_compression.enabled;
+  const threads = shards + (deltaOn ? 2 : 1);
+  const topology: BusTopology = createTopology(threads, config.bus.ring_bytes, config.bus.max_spill_bytes, createRingBuffer, createDoorbell, shards);
+  const delta: DeltaShardInit | null = deltaOn
+    ? { sequencer: shards + 1, interest: { fossil: allocateInterest(shards), xdelta3: allocateInterest(shards) } } : null;
+  const sequencer = delta
+    ? await spawnSequencer({ config, shards, index: delta.sequencer, topology, interest: delta.interest }, log) : null;
   const counters = ConnectionCounters.allocate(slotCapacity(config.apps.length));
   const ratelimit = allocateRateLimiterMemory(config);
   const interest = allocateInterest(shards);
@@ -132,6 +144,10 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const endpoint = createPrimaryEndpoint({
     bus, interest, shards, log,
     cache: config.cache.driver === 'memory' ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null,
+    delta: delta ? deltaRoute(bus, delta.sequencer, {
+      fossil: new Interest(delta.interest.fossil, shards, -1),
+      xdelta3: new Interest(delta.interest.xdelta3, shards, -1),
+    }) : null,
   });
   const control: Started['control'] = { handler: null, renewed: null };
   bus.start({
@@ -148,7 +164,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, clusterUp, bridge, port, testHooks };
+  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, clusterUp, bridge, port, testHooks, delta };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {
@@ -157,8 +173,9 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
     readies.push(ready);
   }
   const results = await Promise.all(readies);
-  if (results.every((r) => r.type === 'ready')) return { bus, endpoint, handles, port, base, prefixes: ids, usedPrefixes, control };
+  if (results.every((r) => r.type === 'ready')) return { bus, endpoint, handles, port, base, prefixes: ids, usedPrefixes, control, sequencer };
   await stopShards(handles, 2000, log);
+  await sequencer?.stop(2000);
   bus.stop();
   return null;
 }
@@ -276,9 +293,16 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
     for (let attempt = 1; attempt <= RESTART_ATTEMPTS && !stopping; attempt++) {
       const t0 = Date.now();
       renewRings(topo, i, topo.ringBytes);
-      started.bus.rewire(i, topo.rings[topo.threads - 1][i]!, topo.rings[i][topo.threads - 1]!, topo.doorbells[i]);
+      const primary = base.shards; // the primary's thread index
+      started.bus.rewire(i, topo.rings[primary][i]!, topo.rings[i][primary]!, topo.doorbells[i]);
       new Interest(base.interest, base.shards, -1).clearShard(i);
       started.control.renewed?.(i);
+      if (base.delta && started.sequencer) {
+        for (const t of Object.values(base.delta.interest)) new Interest(t, base.shards, -1).clearShard(i);
+        const s = base.delta.sequencer;
+        const ok = await started.sequencer.rewire({ type: 'rewire', shard: i, toPeer: topo.rings[s][i]!, fromPeer: topo.rings[i][s]!, doorbell: topo.doorbells[i] }, REWIRE_TIMEOUT_MS);
+        if (!ok) log.warn({ shard: i }, 'the delta sequencer did not answer rewire in time');
+      }
       const survivors: number[] = [];
       handles.forEach((h, j) => { if (j !== i && !dying.has(h)) survivors.push(j); });
       const acks = await Promise.all(survivors.map((j) => {
@@ -509,6 +533,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
           .then(() => supervisor.drained()) // crashed shards still closing their last sockets
+          .then(() => started.sequencer?.stop(config.shutdown_grace_period))
           .then(() => {
             started.bus.stop();
             if (config.unix_socket.enabled) removeUnixSocket(config.unix_socket);

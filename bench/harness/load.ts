@@ -38,6 +38,8 @@ export interface GenPoolOptions {
   srcAddrs: string[];
   concurrency: number;
   socketsPerProc: number;
+  /** Extra fields of every subscribe's data (GenInit.subscribeData). */
+  subscribeData?: Record<string, unknown>;
 }
 
 export interface PoolSnapshot {
@@ -81,7 +83,7 @@ export class GenPool {
           host: o.host, port: o.port,
           path: `/app/${APP.key}?protocol=7&client=js&version=8.4.0&flash=false`,
           srcAddrs: o.srcAddrs, concurrency: o.concurrency, latency: o.latency,
-          subscribeOnConnect: o.subscribeOnConnect, channels: o.channels, firstIndex: first, count,
+          subscribeOnConnect: o.subscribeOnConnect, channels: o.channels, subscribeData: o.subscribeData, firstIndex: first, count,
         },
       }, 10_000));
       first += count;

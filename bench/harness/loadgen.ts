@@ -90,10 +90,11 @@ function maskedFrame(opcode: number, payload: Buffer): Buffer {
 const PONG_FRAME = maskedFrame(OP_TEXT, Buffer.from('{"event":"pusher:pong","data":{}}'));
 
 function subscribeFrames(channels: string[], g: number): Buffer {
+  // subscribeData: more subscribe fields (a delta subscription: bench/delta/)
   const f = init.channels.filter;
   const eq = f ? { key: f.key, cmp: 'eq', val: String(g % f.values) } : null;
   const filter = f ? { filter: f.shape === 'and' ? { op: 'and', nodes: [eq, { key: f.key, cmp: 'ex' }] } : eq } : {};
-  return Buffer.concat(channels.map((c) => maskedFrame(OP_TEXT, Buffer.from(JSON.stringify({ event: 'pusher:subscribe', data: { channel: c, ...filter } })))));
+  return Buffer.concat(channels.map((c) => maskedFrame(OP_TEXT, Buffer.from(JSON.stringify({ event: 'pusher:subscribe', data: { channel: c, ...filter, ...init.subscribeData } })))));
 }
 
 function sendSubscribes(c: Conn): void {
@@ -140,6 +141,9 @@ function onControlText(c: Conn, buf: Buffer, s: number, e: number, now: number):
       c.sock.write(PONG_FRAME);
       return;
     case 'pusher:pong':
+      return;
+    case 'pusher:delta': // a delta message counts as a message (not decoded: bench/delta/)
+      onMessage(buf, s, e, now);
       return;
     case 'pusher:error': {
       let code = '?';

@@ -54,6 +54,8 @@ export interface GenInit {
   /** Subscribe as soon as connection_established arrives (else on the 'subscribe' command). */
   subscribeOnConnect: boolean;
   channels: ChannelSpec;
+  /** Extra fields of every subscribe's data (e.g. `delta: 'fossil'`). */
+  subscribeData?: Record<string, unknown>;
   /** Global index of this process's first connection, and how many it opens. */
   firstIndex: number;
   count: number;

@@ -52,7 +52,7 @@ export class Bus {
   private redrain: NodeJS.Immediate | null = null;
   private spillTimer: NodeJS.Timeout | null = null;
   private pauseTimer: NodeJS.Timeout | null = null;
-  /** The shards' thread indexes (0 … threads − 2; the primary is the last thread): publishAll's targets. */
+  /** The shards' thread indexes (0 … shards − 1; then the primary, then the delta sequencer if any): publishAll's targets. */
   private readonly shards: Uint16Array;
   /** publishTo: seen[to] === epoch marks a target already listed in this call. */
   private readonly seen: Uint32Array;
@@ -69,7 +69,7 @@ export class Bus {
     this.order = new CausalOrder(this.ends);
     this.requests = new Requests(requestTimeoutMs);
     this.clock = new StampClock(topo.clock);
-    this.shards = Uint16Array.from({ length: topo.threads - 1 }, (_, i) => i);
+    this.shards = Uint16Array.from({ length: topo.shards ?? topo.threads - 1 }, (_, i) => i);
     this.seen = new Uint32Array(topo.threads);
     this.batchWriter = {
       self,

@@ -50,6 +50,15 @@ export type ControlMsg =
    */
   | { type: 'restore'; channels: RestoreChannel[]; last: boolean }
   /**
+   * Delta sequencer → the shards with delta subscribers of the channel (delta/): one
+   * message of stream `stream`, in full (with __delta_seq) and, unless it goes full to
+   * everyone (`deltas` null), as a pusher:delta per algorithm (ALGOS order; null: none).
+   * `dropped`: stream ids the shards may forget.
+   */
+  | { type: 'delta'; app: string; channel: string; except: string; stream: number; full: string; deltas: (string | null)[] | null; dropped: number[] }
+  /** Shard → delta sequencer: the kept messages of a channel with a conflation key (delta_cache_sync). */
+  | { type: 'delta_states'; req: number; from: number; app: string; channel: string }
+  /**
    * Shard → primary: a question for every other node of the cluster (channels/
    * cluster-directory.ts); answered with { answers, complete }.
    */

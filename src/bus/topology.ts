@@ -16,6 +16,8 @@
 
 export interface BusTopology {
   threads: number;
+  /** The shards are threads 0 … shards − 1 (publishAll's targets); the primary is thread `shards`. */
+  shards: number;
   /** Requested size of each ring (bus.ring_bytes, or ringBytesFor(threads)); createRingBuffer rounds it up to a power of two. */
   ringBytes: number;
   /** rings[from][to]; null on the diagonal. */
@@ -47,6 +49,7 @@ export function createTopology(
   maxSpillBytes: number,
   createRing: (bytes: number) => SharedArrayBuffer,
   createBell: () => SharedArrayBuffer,
+  shards = threads - 1,
 ): BusTopology {
   const bytes = ringBytes ?? ringBytesFor(threads);
   const rings: (SharedArrayBuffer | null)[][] = [];
@@ -56,5 +59,5 @@ export function createTopology(
     rings.push(row);
   }
   const doorbells = Array.from({ length: threads }, () => createBell());
-  return { threads, ringBytes: bytes, rings, doorbells, clock: new SharedArrayBuffer(4), maxSpillBytes };
+  return { threads, shards, ringBytes: bytes, rings, doorbells, clock: new SharedArrayBuffer(4), maxSpillBytes };
 }

@@ -51,9 +51,12 @@ export function createPrimaryEndpoint(deps: {
   log: Logger;
   /** cache.driver memory: a remote API publish to a cache channel is remembered by its owner here too. */
   cache?: CacheChannels | null;
+  /** Delta compression: the route to the sequencer, so remote publishes reach delta subscribers too. */
+  delta?: OutboundStage | null;
 }): PrimaryEndpoint {
   const publisher = createPublisher({
     cache: deps.cache ?? null,
+    stages: { delta: deps.delta ? [deps.delta] : [] },
     bus: deps.bus,
     interest: new Interest(deps.interest, deps.shards, -1),
     shards: deps.shards,

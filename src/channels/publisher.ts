@@ -40,6 +40,8 @@ export interface Outgoing {
   message: string;
   /** Tag filtering: the event's tags as sorted JSON (filter/tags.ts); absent or null = untagged. */
   tags?: string | null;
+  /** A publish's `"delta": true|false` (delta/stage.ts); absent: the configuration decides. */
+  delta?: boolean;
 }
 
 /** What the pipeline needs of the bus (bus/bus.ts). */

@@ -90,6 +90,7 @@ export function defaultConfig(): GlobalConfig {
       max_channel_states_per_socket: 100,
       cluster_coordination: false,
       omit_delta_algorithm: false,
+      pool_size: 0,
     },
     webhooks: {
       batching: { enabled: false, duration: 50, size: 50 },

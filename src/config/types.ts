@@ -143,6 +143,8 @@ export interface Config {
     max_channel_states_per_socket: number;
     cluster_coordination: boolean;
     omit_delta_algorithm: boolean;
+    /** Ours: piscina threads behind the delta sequencer; 0 (default) computes on the sequencer thread (delta/compute.ts, docs/performance.md). */
+    pool_size: number;
   };
   /** Webhook delivery (src/webhooks/): the primary thread batches, signs and sends. */
   webhooks: {

@@ -327,6 +327,7 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
       max_channel_states_per_socket: pos('delta_compression.max_channel_states_per_socket'),
       cluster_coordination: bool('delta_compression.cluster_coordination'),
       omit_delta_algorithm: bool('delta_compression.omit_delta_algorithm'),
+      pool_size: c.int('delta_compression.pool_size', g('delta_compression.pool_size'), 0, { max: 64 }),
     },
     webhooks: {
       batching: { enabled: bool('webhooks.batching.enabled'), duration: pos('webhooks.batching.duration'), size: pos('webhooks.batching.size') },

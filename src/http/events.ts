@@ -24,6 +24,8 @@ export interface ParsedEvent {
   info: ReadonlySet<string>;
   /** The event's tags as sorted JSON (filter/tags.ts), or null: untagged. */
   tags: string | null;
+  /** `"delta": true|false` (delta compression for this message); undefined when absent. */
+  delta?: boolean;
 }
 
 const EVENT_INFO = new Set(['subscription_count', 'user_count']);
@@ -93,9 +95,11 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
     }
     info = asked;
   }
+  if (ev.delta !== undefined && ev.delta !== null && typeof ev.delta !== 'boolean') return jsonError(400, `${where}delta must be a boolean`);
+  const delta = typeof ev.delta === 'boolean' ? ev.delta : undefined;
   const tags = serialiseTags(ev.tags);
   if (!tags.ok) return jsonError(400, `${where}${tags.error}`);
-  return { name, data, channels, socketId, info, tags: tags.json };
+  return { name, data, channels, socketId, info, tags: tags.json, delta };
 }
 
 function isParsed(x: ParsedEvent | ApiResponse): x is ParsedEvent {
@@ -112,7 +116,7 @@ function messagesOf(deps: ApiDeps, app: AppConfig, ev: ParsedEvent, into: Outgoi
   for (const channel of ev.channels) {
     let message = frame(ev.name, ev.data, channel);
     if (tags !== null && tagsEnabled(app, channel)) message = message.slice(0, -1) + ',"tags":' + tags + '}';
-    into.push({ kind: isServerToUser(channel) ? 'user' : 'api', app: app.id, channel, except: ev.socketId, message, tags });
+    into.push({ kind: isServerToUser(channel) ? 'user' : 'api', app: app.id, channel, except: ev.socketId, message, tags, delta: ev.delta });
   }
   return into;
 }

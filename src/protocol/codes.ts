@@ -45,7 +45,7 @@ export const CloseMessage: Readonly<Record<number, string>> = Object.freeze({
 });
 
 /** `type` of a `pusher:subscription_error`; the connection stays open. */
-export type SubscriptionErrorType = 'AuthError' | 'LimitReached' | 'InvalidChannel' | 'InvalidFilter';
+export type SubscriptionErrorType = 'AuthError' | 'LimitReached' | 'InvalidChannel' | 'InvalidFilter' | 'InvalidDelta';
 
 /** `status` that goes with each subscription error (see PROTOCOL.md, "Error codes"). */
 export const SubscriptionStatus = {
@@ -61,4 +61,6 @@ export const SubscriptionStatus = {
   InvalidChannel: 4009,
   /** InvalidFilter. */
   InvalidFilter: 4000,
+  /** InvalidDelta: a subscription's `delta` is not one of the accepted forms. */
+  InvalidDelta: 4000,
 } as const;

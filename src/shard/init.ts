@@ -4,6 +4,7 @@ import type { BusTopology } from '../bus/topology';
 import type { AppConfig, Config } from '../config/types';
 import type { TapCommand, TapReport } from '../console/tap';
 import type { MetricsJson } from '../metrics/registry';
+import type { DeltaShardInit } from '../delta/init';
 
 /** workerData of a shard thread. */
 export interface ShardInit {
@@ -40,6 +41,8 @@ export interface ShardInit {
    * whose `restore` messages rebuild this shard's channel records (channels/rebuild.ts).
    */
   restoreFrom: number[] | null;
+  /** Delta compression: the sequencer's thread index and the delta interest tables; null when off. */
+  delta: DeltaShardInit | null;
   /** RINGCAST_TEST_HOOKS=1 at start: the `test_crash` command is honoured. */
   testHooks: boolean;
   /** Where this shard's log lines go (the primary writes them: log.ts); set by spawnShard. */

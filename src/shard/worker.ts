@@ -35,6 +35,9 @@ import { createTap } from '../console/tap';
 import { listenUnix } from '../listeners/unix';
 import { appsWithWebhooks } from '../webhooks/service';
 import { createShardWebhooks, ownedState } from '../webhooks/shard';
+import { createDeltaShard } from '../delta/shard';
+import { deltaRoute } from '../delta/stage';
+import type { CacheStates } from '../delta/streams';
 import { createFailover } from './failover';
 import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
@@ -81,11 +84,25 @@ const interest = new Interest(init.interest, shards, shardId);
 const tap = config.console.enabled ? createTap(shardId, post) : null;
 /** Tag filtering (channels/filtered.ts): the filter visitor stage; null when disabled. */
 const filters = config.tag_filtering.enabled ? createFilteredSubscriptions<Socket>({ uws, sockets, meters: metersFor(metrics) }) : null;
+/** Delta compression (delta/): this shard's delta sockets and the route to the sequencer (thread shards + 1). */
+const deltaInit = init.delta;
+const deltaInterest = deltaInit && {
+  fossil: new Interest(deltaInit.interest.fossil, shards, shardId),
+  xdelta3: new Interest(deltaInit.interest.xdelta3, shards, shardId),
+};
+const delta = deltaInit && deltaInterest ? createDeltaShard({
+  config, uws, sockets, interest: deltaInterest, out, log,
+  states: (app, channel) => bus.request<CacheStates & { conflation_key: string | null }>(deltaInit.sequencer, { type: 'delta_states', app, channel }),
+}) : null;
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
-  stages: { adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])], filter: filters ? [filters] : [] },
+  stages: {
+    delta: deltaInit && deltaInterest ? [deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
+    adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])],
+    filter: [...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
+  },
 });
 const localDirectory = createBusDirectory({ bus, shards, log: logOf('bus'), metrics });
 // In a cluster the channel questions also go to every other node, through the primary
@@ -152,6 +169,8 @@ function onControl(msg: ControlMsg, from: number): void {
       return publisher.deliverMember(msg);
     case 'restore':
       return failover.restore(msg, from);
+    case 'delta':
+      return delta?.deliver(msg);
     case 'reply':
       return; // settled by the bus itself
   }
@@ -182,6 +201,7 @@ const behavior = createWsBehavior({
   config, apps, shardId, publisher, directory, interest, counters, sockets, uws, log: logOf('ws'), metrics, limiter, out, backpressure,
   shadows: failover.shadows,
   watchlists,
+  delta,
   cache,
   tap,
   filters,
@@ -214,7 +234,11 @@ registerRoutes(uws, {
   stopping: () => stopping,
 });
 
-const sweepTimer = setInterval(() => behavior.sweep(Date.now()), 1000);
+const sweepTimer = setInterval(() => {
+  const now = Date.now();
+  behavior.sweep(now);
+  delta?.sweep(now);
+}, 1000);
 
 let listenSocket: us_listen_socket | null = null;
 /** Shard 0 also listens on unix_socket.path when enabled (listeners/unix.ts says why only it). */

@@ -125,6 +125,12 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       }
       case Ev.Signin:
         return signin(ws, d, parseData(m.data));
+      case Ev.EnableDelta:
+        // delta_compression.enabled false: no delta part on the shard, the answer says so
+        if (deps.delta) return deps.delta.enable(ws, d);
+        return void sendFrame(meters, ws, d.app!.id, Ev.DeltaEnabled, frame(deps.out(Ev.DeltaEnabled), { enabled: false }));
+      case Ev.DeltaSyncError:
+        return deps.delta?.syncError(ws, d, parseData(m.data));
       default:
         if (isClientEvent(event)) return clientEvent(ws, d, { event, channel: m.channel, data: m.data }, now);
         // Unknown pusher: events and other names are ignored, as Pusher does.
@@ -166,6 +172,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       evCount: 0,
       wsWindowStart: 0,
       wsCount: 0,
+      delta: null,
     };
     res.upgrade(data, secKey, proto, ext, context);
   }
@@ -253,6 +260,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       // Before the unsubscribes: a test that sees an owner count the unsubscribe knows the
       // owner of the user (the same shard, if it is the channel's owner) has the sign-out too.
       deps.watchlists?.closed(d, !deps.stopping());
+      deps.delta?.dropAll(d, ws);
       subs.dropAll(ws, d);
       if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'close', socket_id: d.id });
     },

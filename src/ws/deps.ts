@@ -16,6 +16,7 @@ import type { Tap } from '../console/tap';
 import type { Backpressure } from './backpressure';
 import type { Socket } from './types';
 import type { Watchlists } from './watchlist';
+import type { DeltaShard } from '../delta/shard';
 
 /** What the WebSocket handlers need, built once in shard/worker.ts. */
 export interface WsDeps {
@@ -50,6 +51,8 @@ export interface WsDeps {
   filters?: FilteredSubscriptions<Socket> | null;
   /** Webhook reports to the primary (client_event, cache_miss); null (or absent) when no app has webhooks. */
   webhooks?: ShardWebhooks | null;
+  /** Delta compression (delta/shard.ts); null (or absent) with delta_compression.enabled false. */
+  delta?: DeltaShard | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

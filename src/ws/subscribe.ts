@@ -20,6 +20,7 @@ import { parseFilter } from '../filter/parse';
 import { parseTags } from '../filter/tags';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
+import type { Algo } from '../delta/settings';
 import { sendFrame } from './send';
 
 interface SubscribeData {
@@ -28,6 +29,8 @@ interface SubscribeData {
   channel_data?: unknown;
   /** Tag filtering (filter/parse.ts). */
   filter?: unknown;
+  /** Per-subscription delta compression (delta/settings.ts). */
+  delta?: unknown;
 }
 
 export interface Subscriptions {
@@ -153,7 +156,28 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     return JSON.stringify({ presence: { ids, hash, count: ids.length } });
   }
 
-  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string, filter: CompiledFilter | null) {
+  /**
+   * The socket on the channel's uWS topic: the plain one, its delta topic (delta/shard.ts),
+   * or, with a tag filter, the filtered subscriptions (channels/filtered.ts). A filtered
+   * subscription gets full messages: the filter decides per message, a delta stream is one
+   * sequence for every in-step socket.
+   */
+  function subscribeTopic(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription, filter: CompiledFilter | null, algo: Algo | null) {
+    if (filter !== null && deps.filters) receive(ws, app, channel, sub, filter);
+    else if (algo !== null) deps.delta!.subscribe(ws, d, app, channel, algo);
+    else ws.subscribe(topicOf(app.id, channel));
+  }
+
+  /** The delta algorithm of this subscription (null: plain), or false once a bad `delta` was answered. */
+  function deltaOf(ws: Socket, d: SocketData, app: AppConfig, channel: string, delta: unknown): Algo | null | false {
+    if (!deps.delta) return null;
+    const r = deps.delta.resolve(d, app, channel, delta);
+    if (r === null || typeof r === 'string') return r;
+    subscriptionError(ws, channel, 'InvalidDelta', r.error, SubscriptionStatus.InvalidDelta);
+    return false;
+  }
+
+  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string, filter: CompiledFilter | null, algo: Algo | null) {
     let parsed: { user_id?: unknown; user_info?: unknown };
     try {
       parsed = JSON.parse(channelData) as { user_id?: unknown; user_info?: unknown };
@@ -196,7 +220,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       meters.app(app.id).subscription('presence').inc();
       meters.presenceJoins.inc();
       ws.cork(() => {
-        receive(ws, app, channel, sub, filter);
+        subscribeTopic(ws, d, app, channel, sub, filter, algo);
         succeeded(ws, channel, presenceData(reply.members));
       });
       replayCache(ws, d, app, channel, sub);
@@ -253,16 +277,18 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
           return subscriptionError(ws, channel, 'AuthError',
             data.auth === undefined ? `auth is required to subscribe to ${channel}` : `invalid signature for ${channel}`, SubscriptionStatus.AuthFailed);
         }
-        if (type === 'presence') return joinPresence(ws, d, app, channel, channelData as string, filter);
-        d.authBy = 0; // user_authentication_timeout met (private channels succeed right below)
+        if (type !== 'presence') d.authBy = 0; // user_authentication_timeout met (private channels succeed right below)
       }
+      const algo = deltaOf(ws, d, app, channel, data.delta);
+      if (algo === false) return;
+      if (type === 'presence') return joinPresence(ws, d, app, channel, data.channel_data as string, filter, algo);
       // One shared record per type (read-only: only presence records change) unless the
       // channel replays a cache, which tells its subscriptions apart by identity.
       // A filtered one has its own record too: it holds its entry in the filter index.
       const sub: Subscription = filter !== null || (deps.cache && deps.cache.ttl(channel) !== null)
         ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
       track(d, app, channel, sub);
-      receive(ws, app, channel, sub, filter);
+      subscribeTopic(ws, d, app, channel, sub, filter, algo);
       meters.app(app.id).subscription(type).inc();
       succeeded(ws, channel, '{}');
       directory.subscribe(app.id, channel);
@@ -274,7 +300,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const sub = d.channels.get(channel);
       if (!sub) return;
       untrack(ws, d, d.app!, channel);
-      if (!sub.filter) ws.unsubscribe(topicOf(d.app!.id, channel));
+      if (!sub.filter && !deps.delta?.unsubscribe(ws, d, d.app!.id, channel)) ws.unsubscribe(topicOf(d.app!.id, channel));
       if (sub.joined) release(d.app!, channel, d.id, sub);
     },
 

@@ -3,6 +3,7 @@ import type { AppConfig } from '../config/types';
 import type { ChannelType } from '../protocol/channels';
 import type { FilterHandle } from '../channels/filtered';
 import type { CompiledFilter } from '../filter/compile';
+import type { SocketDelta } from '../delta/shard';
 
 export interface Subscription {
   type: ChannelType;
@@ -58,6 +59,8 @@ export interface SocketData {
   /** rate_limiter.websocket window of this connection (all frames): start (ms), frames in it. */
   wsWindowStart: number;
   wsCount: number;
+  /** Delta compression state (delta/shard.ts): null until the socket opts in or subscribes with delta. */
+  delta: SocketDelta | null;
 }
 
 export type Socket = WebSocket<SocketData>;

@@ -46,6 +46,8 @@ const SUB_ERROR_STATUS: Record<string, Set<number>> = {
   LimitReached: new Set([4100, 4301, 4009]),
   InvalidChannel: new Set([4009]),
   InvalidFilter: new Set([4000]),
+  // a subscription's `delta` that is none of the accepted forms (README, Delta compression)
+  InvalidDelta: new Set([4000]),
 };
 const SECRETS = [APP.secret, DISABLED.secret, ORIGIN.secret];
 

@@ -1,0 +1,31 @@
+// What the primary and the delta sequencer thread tell each other (delta/thread.ts).
+import type { BusTopology } from '../bus/topology';
+import type { Config } from '../config/types';
+import type { Algo } from './settings';
+
+export interface SequencerInit {
+  config: Config;
+  shards: number;
+  /** Its thread index in the mesh: shards + 1. */
+  index: number;
+  topology: BusTopology;
+  /** Delta interest tables (channels/interest.ts layout), one per algorithm. */
+  interest: Record<Algo, SharedArrayBuffer>;
+}
+
+/** What a shard needs to route to the sequencer and keep its delta interest bits. */
+export interface DeltaShardInit {
+  sequencer: number;
+  interest: Record<Algo, SharedArrayBuffer>;
+}
+
+export type SequencerCommand =
+  | { type: 'shutdown' }
+  /** Shard `shard` was replaced: talk to it over these fresh rings (as a shard's `rewire`). */
+  | { type: 'rewire'; shard: number; toPeer: SharedArrayBuffer; fromPeer: SharedArrayBuffer; doorbell: SharedArrayBuffer };
+
+export type SequencerEvent =
+  | { type: 'ready' }
+  | { type: 'failed'; error: string }
+  | { type: 'rewired'; shard: number }
+  | { type: 'stopped' };

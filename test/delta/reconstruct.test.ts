@@ -1,0 +1,153 @@
+// Byte-exact reconstruction: for random streams, every delta client reconstructs exactly
+// the envelopes a plain client receives (both algorithms, interleaved events, conflation
+// keys, late joiners, sync errors), through a real server (RINGCAST_TEST_WORKERS shards).
+
+import t, { type Test } from 'tap';
+import { startServer, type TestServer } from '../helpers/server';
+import { Books, core, DeltaClient, rng } from './clients';
+
+const SEED = Number(process.env.DELTA_SEED ?? Date.now() % 100_000);
+
+async function decoders(): Promise<{ fossil: () => InstanceType<typeof core.DeltaDecoder>; xdelta3: () => Promise<InstanceType<typeof core.DeltaDecoder>> }> {
+  return {
+    fossil: () => new core.DeltaDecoder(),
+    xdelta3: () => core.createDeltaDecoder({ xdelta3: true }),
+  };
+}
+
+/** Publishes `n` events (random names among `events`, symbols among `symbols`) one after the other. */
+async function publishStream(srv: TestServer, channel: string, n: number, seed: number, opts: { events: string[]; symbols: string[]; onEach?: (i: number) => Promise<void> }): Promise<void> {
+  const rand = rng(seed);
+  const books = new Books(rand);
+  const sdk = srv.sdk();
+  for (let i = 0; i < n; i++) {
+    const event = opts.events[Math.floor(rand() * opts.events.length)];
+    const sym = opts.symbols[Math.floor(rand() * opts.symbols.length)];
+    await sdk.trigger(channel, event, books.update(sym));
+    await opts.onEach?.(i);
+  }
+  await sdk.trigger(channel, 'end', JSON.stringify({ end: true }));
+}
+
+/**
+ * A late joiner gets the stream from its subscription on, byte for byte. Delta subscribers
+ * get their messages one hop later than plain ones (through the sequencer), so messages
+ * published just before the subscription may reach it as well (how many depends on the
+ * sequencer's lag under load): it must have everything from its subscription on.
+ */
+function lateSuffix(t: Test, got: string[], want: string[], from: number): void {
+  const start = want.length - got.length;
+  const seqs = (l: string[]) => l.map((e) => /seq\\+":(\d+)/.exec(e)?.[1] ?? 'x').join(',');
+  if (process.env.DELTA_DEBUG) t.comment(`got ${seqs(got)}\nwant ${seqs(want)}`);
+  t.ok(start <= from, `late joiner: starts at message ${start}, subscribed before message ${from}`);
+  t.same(got, want.slice(start), 'late joiner: identical envelopes from its first message on');
+}
+
+function ended(c: DeltaClient, channel: string): Promise<void> {
+  return c.until(() => c.events(channel).some((e) => e.includes('"event":"end"')), `end on ${channel}`);
+}
+
+t.test(`no conflation key: fossil and xdelta3 clients, a late joiner and a plain client agree byte for byte (seed ${SEED})`, async (t) => {
+  // through the piscina pool (the conflation test below computes on the sequencer thread)
+  const srv = await startServer({ delta_compression: { pool_size: 1 } });
+  t.teardown(() => srv.stop());
+  const dec = await decoders();
+  const channel = 'ticker';
+  const plain = await DeltaClient.open(srv, null);
+  const fossil = await DeltaClient.open(srv, dec.fossil());
+  const xdelta = await DeltaClient.open(srv, await dec.xdelta3());
+  const late = await DeltaClient.open(srv, dec.fossil());
+  await plain.subscribe(channel);
+  await fossil.enable();
+  await fossil.subscribe(channel);
+  await xdelta.subscribe(channel, { delta: 'xdelta3' });
+  let lateFrom = -1;
+  await publishStream(srv, channel, 60, SEED, {
+    events: ['price', 'book', 'trade'], symbols: ['A'],
+    onEach: async (i) => {
+      if (i !== 25) return;
+      await late.subscribe(channel, { delta: { enabled: true, algorithm: 'fossil' } });
+      lateFrom = i + 1;
+    },
+  });
+  await Promise.all([plain, fossil, xdelta, late].map((c) => ended(c, channel)));
+  const want = plain.events(channel);
+  t.equal(want.length, 61, 'the plain client got every event');
+  t.same(fossil.events(channel), want, 'fossil client: identical envelopes');
+  t.same(xdelta.events(channel), want, 'xdelta3 client: identical envelopes');
+  lateSuffix(t, late.events(channel), want, lateFrom);
+  for (const [name, c] of [['fossil', fossil], ['xdelta3', xdelta], ['late', late]] as const) {
+    t.ok(c.decoder!.stats.deltas > 20, `${name}: most messages came as deltas (${c.decoder!.stats.deltas})`);
+    t.equal(c.decoder!.stats.syncErrors, 0, `${name}: no sync error`);
+  }
+  t.ok(fossil.has((x) => x.includes('"algorithm":"fossil"')), 'fossil deltas name their algorithm');
+  t.ok(xdelta.has((x) => x.includes('"algorithm":"xdelta3"')), 'xdelta3 deltas name their algorithm');
+  t.ok(!plain.has((x) => x.includes('pusher:delta') || x.includes('__delta_seq')), 'the plain client saw no delta traffic');
+  t.ok(fossil.bytes < plain.bytes * 0.5, `fossil bytes ${fossil.bytes} < half of plain ${plain.bytes}`);
+});
+
+t.test(`conflation key: cache sync lets a late joiner decode at once; sync errors recover (seed ${SEED})`, async (t) => {
+  const srv = await startServer({
+    apps: [{ id: 'app-id', key: 'app-key', secret: 'app-secret', channel_delta_compression: { 'book-*': { enabled: true, algorithm: null, conflation_key: 'sym', max_messages_per_key: 3, max_conflation_keys: 10, enable_tags: false } } }],
+  });
+  t.teardown(() => srv.stop());
+  const dec = await decoders();
+  const channel = 'book-eu';
+  const plain = await DeltaClient.open(srv, null);
+  const a = await DeltaClient.open(srv, dec.fossil());
+  const x = await DeltaClient.open(srv, await dec.xdelta3());
+  const late = await DeltaClient.open(srv, dec.fossil());
+  const broken = await DeltaClient.open(srv, dec.fossil());
+  await plain.subscribe(channel);
+  await a.enable();
+  await a.subscribe(channel);
+  await x.subscribe(channel, { delta: 'xdelta3' });
+  await broken.enable();
+  await broken.subscribe(channel);
+  let lateFrom = -1;
+  let breaks = 0;
+  await publishStream(srv, channel, 80, SEED + 1, {
+    events: ['price', 'book'], symbols: ['EURUSD', 'GBPUSD', 'USDJPY', 'EURGBP'],
+    onEach: async (i) => {
+      if (i === 40) {
+        await late.enable();
+        await late.subscribe(channel);
+        await late.until(() => late.has((m) => m.includes('delta_cache_sync')), 'delta_cache_sync');
+        lateFrom = i + 1;
+      }
+      if (i === 20 || i === 50) {
+        // the client loses its bases: its next delta cannot be applied → pusher:delta_sync_error
+        broken.beforeDelta = () => {
+          broken.decoder!.reset(channel);
+          broken.beforeDelta = null;
+          breaks++;
+        };
+      }
+    },
+  });
+  await Promise.all([plain, a, x, late, broken].map((c) => ended(c, channel)));
+  const want = plain.events(channel);
+  t.same(a.events(channel), want, 'fossil client: identical envelopes');
+  t.same(x.events(channel), want, 'xdelta3 client: identical envelopes');
+  lateSuffix(t, late.events(channel), want, lateFrom);
+  t.equal(late.decoder!.stats.syncErrors, 0, 'late joiner: decoded every delta from the cache sync on');
+  const sync = JSON.parse((JSON.parse(late.texts.find((m) => m.includes('delta_cache_sync'))!) as { data: string }).data) as { conflation_key: string; states: Record<string, { content: string; seq: number }[]> };
+  t.equal(sync.conflation_key, 'sym', 'cache sync names the conflation key');
+  t.ok(Object.keys(sync.states).length >= 3, 'cache sync holds the groups');
+  t.ok(Object.values(sync.states).every((l) => l.length <= 2), 'the latest message of each stream of a group (2 events)');
+  t.ok(a.has((m) => m.includes('"__conflation_key":"EURUSD"')), 'full messages carry __conflation_key');
+  t.ok(a.has((m) => m.includes('"conflation_key":"GBPUSD"')), 'deltas carry conflation_key');
+  // the broken client lost exactly the deltas it could not apply, and decoded the rest exactly
+  const got = broken.events(channel);
+  // a sync error resets every stream of the channel: deltas already on their way are lost too
+  const lost = broken.decoder!.stats.syncErrors;
+  t.ok(lost >= breaks && lost <= breaks * 10, `sync errors (${lost}) follow the breaks (${breaks})`);
+  t.equal(got.length, want.length - lost, 'only the undecodable deltas are missing');
+  let j = 0;
+  for (const e of got) {
+    while (j < want.length && want[j] !== e) j++;
+    j++;
+  }
+  t.ok(j <= want.length, 'what the broken client got is a subsequence of the plain stream, byte for byte');
+  t.ok(broken.decoder!.stats.deltas > 30, 'and it went back to deltas');
+});
