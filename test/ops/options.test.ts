@@ -25,8 +25,6 @@ type Claim =
   | { inert: string; enabler: ConfigInput }
   | { pending: string };
 
-const WEBHOOK = { url: 'https://example.test/hook', event_types: ['channel_occupied'] };
-const DELTA = 'pending (delta-compression branch): accepted; until it lands no client is sent deltas, so no option of it changes what is sent';
 
 const CLAIMS: Record<string, Claim> = {
   host: { effect: ['src/shard/worker.ts', 'uws.listen(config.host, init.port'] },
@@ -54,7 +52,7 @@ const CLAIMS: Record<string, Claim> = {
   'adapter.nats.prefix': { effect: ['src/adapter/index.ts', 'config.adapter.nats.prefix'] },
   'adapter.buffer_multiplier_per_cpu': { refused: { adapter: { buffer_multiplier_per_cpu: 128 } }, why: /adapter\.buffer_multiplier_per_cpu: the adapter has no per-CPU buffer/ },
   'cache.driver': { effect: ['src/shard/worker.ts', "config.cache.driver === 'memory'"] },
-  'queue.driver': { refused: { queue: { driver: 'redis' } }, why: /queue\.driver: the redis queue driver/ },
+  'queue.driver': { effect: ['src/webhooks/service.ts', "config.queue.driver === 'redis'"] },
   'rate_limiter.enabled': { effect: ['src/ratelimit/index.ts', 'rate_limiter.enabled'] },
   'rate_limiter.driver': { effect: ['src/ratelimit/index.ts', 'rate_limiter.driver'] },
   'rate_limiter.api.max_requests': { effect: ['src/http/ratelimit.ts', 'config.rate_limiter.api.max_requests'] },
@@ -115,17 +113,27 @@ const CLAIMS: Record<string, Claim> = {
   'channel_limits.cache_ttl': { effect: ['src/shard/worker.ts', 'config.channel_limits.cache_ttl'] },
   'presence.max_members_per_channel': { effect: ['src/config/defaults.ts', 'g.presence.max_members_per_channel'] },
   'presence.max_member_size_in_kb': { effect: ['src/config/defaults.ts', 'g.presence.max_member_size_in_kb'] },
-  'delta_compression.enabled': { pending: DELTA },
-  'delta_compression.algorithm': { pending: DELTA },
-  'delta_compression.full_message_interval': { pending: DELTA },
-  'delta_compression.min_message_size': { pending: DELTA },
-  'delta_compression.max_state_age_secs': { pending: DELTA },
-  'delta_compression.max_channel_states_per_socket': { pending: DELTA },
-  'delta_compression.cluster_coordination': { refused: { delta_compression: { cluster_coordination: true } }, why: /delta_compression\.cluster_coordination needs adapter\.driver/ },
-  'delta_compression.omit_delta_algorithm': { pending: DELTA },
-  'webhooks.batching.enabled': { inert: 'webhook delivery only', enabler: { apps: [{ ...APP, webhooks: [WEBHOOK] }] } },
-  'webhooks.batching.duration': { inert: 'webhook delivery only', enabler: { apps: [{ ...APP, webhooks: [WEBHOOK] }] } },
-  'webhooks.batching.size': { inert: 'webhook delivery only', enabler: { apps: [{ ...APP, webhooks: [WEBHOOK] }] } },
+  'delta_compression.enabled': { effect: ['src/main.ts', 'const deltaOn = config.delta_compression.enabled;'] },
+  'delta_compression.algorithm': { effect: ['src/delta/settings.ts', 'wireAlgo(config.delta_compression.algorithm)'] },
+  'delta_compression.full_message_interval': { effect: ['src/delta/sequencer.ts', 'dc.full_message_interval'] },
+  'delta_compression.min_message_size': { effect: ['src/delta/sequencer.ts', 'dc.min_message_size'] },
+  'delta_compression.max_state_age_secs': { effect: ['src/delta/sequencer.ts', 'dc.max_state_age_secs * 1000'] },
+  'delta_compression.max_channel_states_per_socket': { effect: ['src/delta/shard.ts', 'dc.max_channel_states_per_socket'] },
+  'delta_compression.pool_size': { effect: ['src/delta/thread.ts', 'createComputer(config.delta_compression.pool_size)'] },
+  'delta_compression.cluster_coordination': { refused: { adapter: { driver: 'nats' }, delta_compression: { cluster_coordination: true } }, why: /delta_compression\.cluster_coordination: full-message intervals synchronized across nodes/ },
+  'delta_compression.omit_delta_algorithm': { effect: ['src/delta/sequencer.ts', 'dc.omit_delta_algorithm'] },
+  'webhooks.batching.enabled': { effect: ['src/webhooks/batcher.ts', 'if (!this.cfg.enabled)'] },
+  'webhooks.batching.duration': { effect: ['src/webhooks/batcher.ts', 'this.cfg.duration'] },
+  'webhooks.batching.size': { effect: ['src/webhooks/batcher.ts', 'this.cfg.size'] },
+  'webhooks.key_header': { effect: ['src/webhooks/send.ts', '[deps.cfg.key_header]'] },
+  'webhooks.signature_header': { effect: ['src/webhooks/send.ts', '[deps.cfg.signature_header]'] },
+  'webhooks.timeout_ms': { effect: ['src/webhooks/service.ts', 'timeoutMs: cfg.timeout_ms'] },
+  'webhooks.retry.max_retries': { effect: ['src/webhooks/deliver.ts', 'this.retry.max_retries'] },
+  'webhooks.retry.initial_delay_ms': { effect: ['src/webhooks/send.ts', 'retry.initial_delay_ms'] },
+  'webhooks.retry.max_delay_ms': { effect: ['src/webhooks/send.ts', 'retry.max_delay_ms'] },
+  'webhooks.max_queue': { effect: ['src/webhooks/service.ts', 'cfg.max_queue'] },
+  'webhooks.concurrency': { effect: ['src/webhooks/service.ts', 'concurrency: cfg.concurrency'] },
+  'webhooks.lambda_endpoint': { effect: ['src/webhooks/service.ts', 'endpoint: cfg.lambda_endpoint'] },
   'protocol.event_prefix': { effect: ['src/shard/worker.ts', 'config.protocol.event_prefix'] },
   apps: { effect: ['src/shard/worker.ts', 'new AppRegistry(deepFreeze(init.apps), init.appSlots)'] },
   'console.enabled': { effect: ['src/main.ts', 'if (config.console.enabled)'] },
@@ -152,8 +160,8 @@ const CLAIMS: Record<string, Claim> = {
   'apps[].max_presence_member_size_in_kb': { effect: ['src/ws/subscribe.ts', 'max_presence_member_size_in_kb'] },
   'apps[].enable_client_messages': { effect: ['src/ws/client-events.ts', 'enable_client_messages'] },
   'apps[].subscription_count_events': { effect: ['src/channels/owner-service.ts', 'subscription_count_events'] },
-  'apps[].webhooks': { refused: { apps: [{ ...APP, webhooks: [WEBHOOK] }] }, why: /apps\[0\]\.webhooks: webhook delivery/ },
-  'apps[].channel_delta_compression': { pending: DELTA },
+  'apps[].webhooks': { effect: ['src/webhooks/service.ts', 'a.webhooks.length > 0'] },
+  'apps[].channel_delta_compression': { effect: ['src/delta/settings.ts', 'app.channel_delta_compression'] },
 };
 
 function leaves(o: unknown, prefix: string, out: string[]): string[] {
