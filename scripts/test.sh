@@ -62,7 +62,8 @@ for w in $modes; do
   fi
   rm -f "$log"
   if [ ${#cov[@]} -gt 0 ]; then
-    check "coverage floor (workers: $w)" node scripts/coverage.mjs "$covdir" --floor "$floor" --label "workers: $w"
+    # c8 holds every process's coverage at once: more heap than node's default 4 GB
+    check "coverage floor (workers: $w)" node --max-old-space-size=12288 scripts/coverage.mjs "$covdir" --floor "$floor" --label "workers: $w"
     # the raw V8 files run to gigabytes; the report stays in $covdir/report
     find "$covdir" -maxdepth 1 -name 'coverage-*.json' -delete
   fi

@@ -99,10 +99,10 @@ t.test('an invalid file: every error, exit 78, nothing on stdout', async (t) => 
   t.match(r1.stderr, /bogus is not a known setting/);
 
   const refused = path.join(d, 'refused.yaml');
-  writeFileSync(refused, 'tag_filtering: {enabled: true}\napps: [{id: a, key: b, secret: c}]\n');
+  writeFileSync(refused, 'database: {pooling: {enabled: true}}\napps: [{id: a, key: b, secret: c}]\n');
   const r2 = run(['--config', refused]);
   t.equal(r2.code, 78, 'an option this build refuses at start is an error here too');
-  t.match(r2.stderr, /tag_filtering\.enabled/);
+  t.match(r2.stderr, /database\.pooling\.enabled/);
 
   const missing = run(['--config', path.join(d, 'nope.yaml')]);
   t.equal(missing.code, 78);

@@ -16,11 +16,15 @@ import { RawClient, sleep } from '../helpers/server';
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const VERSION = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
-/** npm's own environment, without what tap or npm (running tap) put there. */
+/**
+ * npm's own environment, without what tap or npm (running tap) put there, nor `make
+ * test`'s NODE_V8_COVERAGE: npm's processes and the installed copy (outside dist/) would
+ * write coverage of code that is not src/, gigabytes for the report to load.
+ */
 function npmEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (/^(npm_|TAP|NODE_OPTIONS$|RINGCAST_)/i.test(k)) continue;
+    if (/^(npm_|TAP|NODE_OPTIONS$|NODE_V8_COVERAGE$|RINGCAST_)/i.test(k)) continue;
     env[k] = v;
   }
   return env;
