@@ -9,6 +9,9 @@
 #                         it covers the cross-shard paths as well as the local ones)
 #   TEST_COVERAGE_FLOOR   percent of the lines of src/ (default 85)
 #   TEST_CHECKS           0 skips lint and the import-boundary check (make test-1 / test-4)
+#   TEST_ONCE             a path pattern (grep -E) of test files that fix their own shard
+#                         counts (RINGCAST_TEST_WORKERS changes nothing for them): they run
+#                         in the coverage run only (default: the cluster suites, dist/test/adapter/)
 # Arguments, if any, are the test files to run instead of all of dist/test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,10 +40,17 @@ if [ "${TEST_CHECKS:-1}" != 0 ]; then
   check "import boundaries" node scripts/check-boundaries.mjs
 fi
 
+once="${TEST_ONCE-^dist/test/adapter/}"
 for w in $modes; do
   echo "== tests with workers: $w"
   t0=$SECONDS
   log=$(mktemp)
+  run=("${files[@]}")
+  if [[ -n "$once" && "$coverage_modes" != *" $w "* && "$modes" == *"${TEST_COVERAGE_WORKERS:-4}"* ]]; then
+    mapfile -t run < <(printf '%s\n' "${files[@]}" | grep -Ev "$once")
+    echo "-- (run in the coverage run only: $(( ${#files[@]} - ${#run[@]} )) file(s) matching $once)"
+  fi
+  if [ ${#run[@]} -eq 0 ]; then rm -f "$log"; echo "-- nothing to run with workers: $w"; continue; fi
   cov=()
   if [[ "$coverage_modes" == *" $w "* ]]; then
     # Every process and worker thread of the run writes its coverage here when it exits.
@@ -49,7 +59,7 @@ for w in $modes; do
     cov=(env "NODE_V8_COVERAGE=$covdir")
   fi
   # (no `|| true` here: it would replace PIPESTATUS and hide tap's exit code)
-  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap "${files[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )'
+  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap "${run[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )'
   code=${PIPESTATUS[0]}
   summary=$(grep -E '^# \{ total: ' "$log" | tail -1)
   p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); f=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
