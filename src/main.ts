@@ -8,15 +8,11 @@ import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
 import { Bus } from './bus/bus';
-import { shareConnectionCounts } from './adapter/connections';
-import { startClusterPresence } from './adapter/presence';
-import { ADAPTER_CONNECT_TIMEOUT_MS, createTransport, startClusterNode, subjectPrefix, type ClusterNode } from './adapter';
+import { createTransport, type ClusterNode } from './adapter';
 import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './channels/bridge';
 import type { ConsoleServer } from './console/server';
 import type { ControlMsg } from './bus/messages';
 import { CacheChannels } from './channels/cache';
-import { nodeAnswer, type ClusterQuestion } from './channels/cluster-directory';
-import { createBusDirectory } from './channels/directory';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
@@ -33,6 +29,7 @@ import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent, ty
 import { freePort, spawnShard, stopShards, type ShardHandle } from './shard/spawn';
 import { createReloader, type ReloadResult } from './shard/reloader';
 import { openConsole } from './shard/console';
+import { startPrimaryCluster } from './shard/cluster';
 import { appsWithWebhooks, startWebhookService, type WebhookService } from './webhooks/service';
 import { spawnSequencer, type SequencerHandle } from './delta/spawn';
 import { deltaRoute } from './delta/stage';
@@ -359,43 +356,6 @@ function superviseShards(started: Started, log: Logger, metrics: MetricsSink): S
   };
 }
 
-/** How long a node waits for the other nodes' answers to a channel question (then answers with what came). */
-const CLUSTER_QUESTION_TIMEOUT_MS = 2000;
-
-/**
- * The primary's part in cluster-wide channel questions: a shard's question goes to every
- * other node; another node's question is answered from this node's owner shards.
- */
-function answerClusterQuestions(started: Started, cluster: ClusterNode, log: Logger, metrics: MetricsSink): (msg: ControlMsg, from: number) => void {
-  const { bus } = started;
-  const local = createBusDirectory({ bus, shards: started.base.shards, log, metrics });
-  for (const kind of ['info', 'list', 'members', 'terminate_user'] as const) {
-    // the body is the asking node's ClusterQuestion (kind included)
-    cluster.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
-  }
-  const presence = startClusterPresence({ cluster, bus, shards: started.base.shards, log });
-  started.control.renewed = (shard) => presence.resend(shard);
-  const counts = shareConnectionCounts({ cluster, counters: new ConnectionCounters(started.base.counters), slots: () => started.base.appSlots });
-  cluster.onStop(() => {
-    counts.stop();
-    presence.stop();
-  });
-  return (msg, from) => {
-    if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
-    if (msg.type !== 'cluster_ask') {
-      log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
-      return;
-    }
-    void cluster.ask(msg.question.kind, msg.question, CLUSTER_QUESTION_TIMEOUT_MS).then(({ answers, complete }) => {
-      if (!complete) {
-        metrics.inc('adapter_errors_total');
-        log.warn({ question: msg.question.kind, nodes: cluster.nodes().length, answers: answers.length }, 'cluster: not every node answered; answering with what came');
-      }
-      bus.reply(from, msg.req, answers);
-    });
-  };
-}
-
 /** Starts every shard on the configured port (0: a free one is picked) and resolves when all listen. */
 export async function start(config: Config, log: Logger = createLogger(config.log), opts: StartOptions = {}): Promise<RunningServer> {
   assertSupported(config);
@@ -420,15 +380,12 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     let cluster: ClusterNode | null = null;
     if (transport) {
       try {
-        cluster = await startClusterNode({
-          transport, prefix: subjectPrefix(config), bridge: started.endpoint, health: config.adapter.cluster_health,
-          log, metrics: primaryMetrics ?? noMetrics,
-        }, ADAPTER_CONNECT_TIMEOUT_MS);
-        started.control.handler = answerClusterQuestions(started, cluster, log, primaryMetrics ?? noMetrics);
-        // the shards' /up/{appId} reads it
-        const up = new Int32Array(started.base.clusterUp);
-        Atomics.store(up, 0, cluster.isUp() ? 1 : 0);
-        transport.onState((isUp) => Atomics.store(up, 0, isUp ? 1 : 0));
+        const pc = await startPrimaryCluster({
+          config, transport, bus: started.bus, bridge: started.endpoint, base: started.base, log, metrics: primaryMetrics ?? noMetrics,
+        });
+        cluster = pc.node;
+        started.control.handler = pc.control;
+        started.control.renewed = pc.renewed;
       } catch (err) {
         await transport.close().catch(() => undefined);
         await stopShards(started.handles, config.shutdown_grace_period, log);

@@ -1,0 +1,85 @@
+// The primary's cluster wiring (adapter.driver redis, redis-cluster, nats): joins this
+// process to the cluster through its transport and attaches what the shards need of it —
+// cluster-wide channel questions, presence and counts (adapter/presence.ts), connection
+// counts (adapter/connections.ts), and the backend's up/down flag that /up/{appId} reads.
+
+import type { Logger } from 'pino';
+import { ADAPTER_CONNECT_TIMEOUT_MS, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
+import { shareConnectionCounts } from '../adapter/connections';
+import { startClusterPresence } from '../adapter/presence';
+import type { Bus } from '../bus/bus';
+import type { ControlMsg } from '../bus/messages';
+import type { Bridge } from '../channels/bridge';
+import { nodeAnswer, type ClusterQuestion } from '../channels/cluster-directory';
+import { ConnectionCounters } from '../channels/counters';
+import { createBusDirectory } from '../channels/directory';
+import type { Config } from '../config/types';
+import type { MetricsSink } from '../metrics/types';
+
+/** How long a node waits for the other nodes' answers to a channel question (then answers with what came). */
+const CLUSTER_QUESTION_TIMEOUT_MS = 2000;
+
+export interface ClusterWiring {
+  config: Config;
+  transport: Transport;
+  /** The primary's end of the mesh and its bridge (channels/bridge.ts). */
+  bus: Bus;
+  bridge: Bridge;
+  /** What the shards share: counters memory, the current app slots, the cluster-up flag. */
+  base: { shards: number; counters: SharedArrayBuffer; appSlots: Record<string, number>; clusterUp: SharedArrayBuffer };
+  log: Logger;
+  metrics: MetricsSink;
+}
+
+export interface PrimaryCluster {
+  node: ClusterNode;
+  /** Control messages the shards send the primary for the cluster (questions, presence, counts). */
+  control: (msg: ControlMsg, from: number) => void;
+  /** A shard's rings were renewed for its replacement: re-send it the other nodes' state. */
+  renewed: (shard: number) => void;
+}
+
+/** Joins the cluster; rejects (AdapterUnavailable) when the backend does not answer in time. */
+export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryCluster> {
+  const { bus, base, log, metrics } = w;
+  const node = await startClusterNode({
+    transport: w.transport, prefix: subjectPrefix(w.config), bridge: w.bridge, health: w.config.adapter.cluster_health, log, metrics,
+  }, ADAPTER_CONNECT_TIMEOUT_MS);
+
+  // another node's question is answered from this node's owner shards
+  const local = createBusDirectory({ bus, shards: base.shards, log, metrics });
+  for (const kind of ['info', 'list', 'members', 'terminate_user'] as const) {
+    // the body is the asking node's ClusterQuestion (kind included)
+    node.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
+  }
+  const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log });
+  const counts = shareConnectionCounts({ cluster: node, counters: new ConnectionCounters(base.counters), slots: () => base.appSlots });
+  node.onStop(() => {
+    counts.stop();
+    presence.stop();
+  });
+  // the shards' /up/{appId} reads it
+  const up = new Int32Array(base.clusterUp);
+  Atomics.store(up, 0, node.isUp() ? 1 : 0);
+  w.transport.onState((isUp) => Atomics.store(up, 0, isUp ? 1 : 0));
+
+  return {
+    node,
+    renewed: (shard) => presence.resend(shard),
+    control: (msg, from) => {
+      if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
+      if (msg.type !== 'cluster_ask') {
+        log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
+        return;
+      }
+      // a shard's question goes to every other node
+      void node.ask(msg.question.kind, msg.question, CLUSTER_QUESTION_TIMEOUT_MS).then(({ answers, complete }) => {
+        if (!complete) {
+          metrics.inc('adapter_errors_total');
+          log.warn({ question: msg.question.kind, nodes: node.nodes().length, answers: answers.length }, 'cluster: not every node answered; answering with what came');
+        }
+        bus.reply(from, msg.req, answers);
+      });
+    },
+  };
+}
