@@ -11,7 +11,8 @@
 #   TEST_CHECKS           0 skips lint and the import-boundary check (make test-1 / test-4)
 #   TEST_ONCE             a path pattern (grep -E) of test files that fix their own shard
 #                         counts (RINGCAST_TEST_WORKERS changes nothing for them): they run
-#                         in the coverage run only (default: the cluster suites, dist/test/adapter/)
+#                         in the coverage run only (default: the cluster suites, dist/test/adapter/,
+#                         and the package install test, which starts `workers: 2` itself)
 # Arguments, if any, are the test files to run instead of all of dist/test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +41,7 @@ if [ "${TEST_CHECKS:-1}" != 0 ]; then
   check "import boundaries" node scripts/check-boundaries.mjs
 fi
 
-once="${TEST_ONCE-^dist/test/adapter/}"
+once="${TEST_ONCE-^dist/test/(adapter/|ops/package\.test\.js$)}"
 for w in $modes; do
   echo "== tests with workers: $w"
   t0=$SECONDS
