@@ -24,6 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { NatsServer } from '../../test/helpers/nats';
 import { RedisServer } from '../../test/helpers/redis';
+import { readOptions } from '../harness/args';
 import { GenPool, Publisher, sleep, type PoolSnapshot } from '../harness/load';
 import { killAllNow } from '../harness/procs';
 import { APP, freePort, type RunningTarget } from '../harness/target';
@@ -57,33 +58,14 @@ interface Opts {
 }
 
 function parseArgs(argv: string[]): Opts {
-  const kv = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--help' || a === '-h') {
-      process.stdout.write(USAGE + '\n');
-      process.exit(0);
-    }
-    if (!a.startsWith('--')) throw new Error(`unexpected argument "${a}"`);
-    const v = argv[++i];
-    if (v === undefined) throw new Error(`${a} needs a value`);
-    kv.set(a.slice(2), v);
-  }
-  const known = ['setups', 'workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'json'];
-  for (const k of kv.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k} (see --help)`);
-  const num = (k: string, def: number, min: number): number => {
-    const v = kv.get(k);
-    if (v === undefined) return def;
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < min) throw new Error(`--${k} must be a number ≥ ${min}, got "${v}"`);
-    return n;
-  };
-  const setups = (kv.get('setups') ?? 'one,redis,nats').split(',').map((s) => s.trim()) as Setup[];
+  const o = readOptions(argv, USAGE, ['setups', 'workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'json']);
+  const num = (k: string, def: number, min: number): number => o.num(k, def, min);
+  const setups = (o.get('setups') ?? 'one,redis,nats').split(',').map((s) => s.trim()) as Setup[];
   for (const s of setups) if (!['one', 'redis', 'nats'].includes(s)) throw new Error(`--setups: "${s}" is not one, redis or nats`);
   return {
     setups, workers: Math.floor(num('workers', 2, 1)), subs: Math.floor(num('subs', 1000, 2)),
     rate: num('rate', 1000, 1), seconds: num('seconds', 10, 1), fanoutSeconds: num('fanout-seconds', 5, 1),
-    conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), json: kv.get('json') ?? null,
+    conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), json: o.get('json') ?? null,
   };
 }
 

@@ -24,6 +24,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { readOptions } from '../harness/args';
 import { GenPool, Publisher, sleep } from '../harness/load';
 import { killAllNow } from '../harness/procs';
 import { median } from '../harness/report';
@@ -54,33 +55,14 @@ interface Opts {
 }
 
 function parse(argv: string[]): Opts {
-  const kv = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--help' || a === '-h') {
-      process.stdout.write(USAGE + '\n');
-      process.exit(0);
-    }
-    if (!a.startsWith('--')) throw new Error(`unexpected argument "${a}"`);
-    const v = argv[++i];
-    if (v === undefined) throw new Error(`${a} needs a value`);
-    kv.set(a.slice(2), v);
-  }
-  const known = ['workers', 'rounds', 'publishes', 'rate', 'conns', 'warmup', 'payload', 'json'];
-  for (const k of kv.keys()) if (!known.includes(k)) throw new Error(`unknown option --${k} (see --help)`);
-  const num = (k: string, def: number, min: number): number => {
-    const v = kv.get(k);
-    if (v === undefined) return def;
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < min) throw new Error(`--${k} must be a number ≥ ${min}, got "${v}"`);
-    return n;
-  };
-  const workers = (kv.get('workers') ?? '1,2,4,8,16').split(',').map((s) => Number(s.trim()));
+  const o = readOptions(argv, USAGE, ['workers', 'rounds', 'publishes', 'rate', 'conns', 'warmup', 'payload', 'json']);
+  const num = (k: string, def: number, min: number): number => o.num(k, def, min);
+  const workers = (o.get('workers') ?? '1,2,4,8,16').split(',').map((s) => Number(s.trim()));
   for (const w of workers) if (!Number.isInteger(w) || w < 1 || w > 64) throw new Error(`--workers: "${w}" is not a shard count (1–64)`);
   return {
     workers, rounds: Math.floor(num('rounds', 3, 1)), publishes: Math.floor(num('publishes', 5000, 100)),
     rate: num('rate', 1000, 1), conns: Math.floor(num('conns', 16, 1)), warmupS: num('warmup', 1, 0),
-    payload: Math.floor(num('payload', 100, 20)), json: kv.get('json') ?? null,
+    payload: Math.floor(num('payload', 100, 20)), json: o.get('json') ?? null,
   };
 }
 
