@@ -381,7 +381,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     if (transport) {
       try {
         const pc = await startPrimaryCluster({
-          config, transport, bus: started.bus, bridge: started.endpoint, base: started.base, log, metrics: primaryMetrics ?? noMetrics,
+          config, transport, bus: started.bus, bridge: started.endpoint, base: started.base, log, metrics: primaryMetrics ?? noMetrics, webhooks,
         });
         cluster = pc.node;
         started.control.handler = pc.control;

@@ -22,6 +22,9 @@ import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, type NodeMsg } from
 
 export type ClusterHealth = Config['adapter']['cluster_health'];
 
+/** How long a stopping node waits for its `bye` to come back from the backend. */
+const STOP_ECHO_WAIT_MS = 1000;
+
 /** What the layers above the node exchange (presence). */
 export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' }>;
 
@@ -47,6 +50,11 @@ export interface ClusterNode {
   broadcast(msg: PeerMsg): boolean;
   /** Messages of the layers above from other nodes. */
   onPeerMsg(fn: (msg: PeerMsg) => void): void;
+  /**
+   * This node's own `member` and `counts` messages, as the backend echoes them: at their
+   * place in the order every node sees the control subject in (adapter/presence.ts).
+   */
+  onEcho(fn: (msg: PeerMsg) => void): void;
   /** Whether the backend is reachable now. */
   isUp(): boolean;
   /** Called when stop() begins (the layers above stop their timers). */
@@ -77,14 +85,22 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   const joinedListeners: ((node: string) => void)[] = [];
   const goneListeners: ((node: string, failed: boolean) => void)[] = [];
   const peerListeners: ((msg: PeerMsg) => void)[] = [];
+  const echoListeners: ((msg: PeerMsg) => void)[] = [];
   const pending = new Map<number, { expect: Set<string>; answers: unknown[]; done(complete: boolean): void }>();
   let nextReq = 1;
   let stopped = false;
   const stopListeners: (() => void)[] = [];
+  /** Set while stop() waits for its `bye` to come back (every earlier echo is in by then). */
+  let byeEchoed: (() => void) | null = null;
+  /** `bye` sent: nothing more goes out (the transport stays open only for the echoes). */
+  let left = false;
 
   const activeGauge = () => metrics.set('cluster_nodes_active', {}, peers.size + 1);
 
   function send(subject: string, msg: NodeMsg): boolean {
+    // after its `bye` a node says nothing more: another node would take it back as alive
+    if (left) return false;
+    if (msg.t === 'bye') left = true;
     const ok = tx.publish(subject, encodeNodeMsg(msg));
     if (!ok) metrics.inc('adapter_errors_total');
     return ok;
@@ -118,7 +134,11 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   }
 
   function onControl(msg: NodeMsg): void {
-    if (msg.node === id) return;
+    if (msg.node === id) {
+      if (msg.t === 'member' || msg.t === 'counts') for (const fn of echoListeners) fn(msg);
+      else if (msg.t === 'bye') byeEchoed?.();
+      return;
+    }
     switch (msg.t) {
       case 'hb':
         seen(msg.node);
@@ -197,6 +217,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   }
 
   bridge.onLocal((f) => {
+    if (left) return; // after `bye`: the other nodes no longer count this one
     if (tx.publish(subj.pub, encodeNodePublish(id, f))) metrics.inc('adapter_publish_total');
     else metrics.inc('adapter_errors_total');
   });
@@ -259,6 +280,9 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     onPeerMsg(fn) {
       peerListeners.push(fn);
     },
+    onEcho(fn) {
+      echoListeners.push(fn);
+    },
     isUp: () => tx.isUp(),
     onStop(fn) {
       stopListeners.push(fn);
@@ -269,7 +293,16 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       for (const fn of stopListeners) fn();
       for (const t of timers) clearInterval(t);
       for (const p of pending.values()) p.done(false);
-      send(subj.ctl, { t: 'bye', node: id });
+      // the echoes of this node's last messages decide its last webhooks (adapter/
+      // transitions.ts): wait for the `bye` behind them, within a bound
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, STOP_ECHO_WAIT_MS);
+        byeEchoed = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        if (!send(subj.ctl, { t: 'bye', node: id })) byeEchoed();
+      });
       await tx.close();
     },
   };

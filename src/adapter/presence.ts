@@ -6,22 +6,24 @@
 //
 //  - clients hear member_added when the first node gets the user, member_removed when
 //    the last node loses them (each node tells its own sockets: once per socket);
-//  - the member hooks (webhooks) fire on the node where the local transition happened,
-//    only when no other node had the user then: once per user transition in the cluster.
-//    Two nodes adding the same user within one backend hop of each other can both see
-//    the user as new; that window is the bound on "once".
+//  - the member and occupancy webhooks are decided here, on the primary, for the whole
+//    cluster in the backend's order (adapter/transitions.ts): this node's occupied /
+//    vacated transitions travel with its subscription counts (`occ`), and its own
+//    messages are applied when the backend echoes them back;
 //  - a node that joins gets every node's members (`sync`, one message per owner shard,
 //    sent in the order of that shard's increments, so a later leave is never overtaken);
 //  - a node that stops (`bye`) or is declared failed (silent for node_timeout_ms) is
 //    dropped by every survivor; its members go (member_removed to each node's clients).
-//    A failed node's member_removed hooks fire on one survivor only: the one with the
-//    smallest node id. A node that stops cleanly sends its own as its sockets close.
+//    A failed node's member_removed / channel_vacated hooks fire on one survivor only:
+//    the one with the smallest node id. A node that stops cleanly (`bye` first) decides
+//    its own as its sockets close, on what it knew of the others then.
 
 import type { Logger } from 'pino';
 import type { ControlMsg, RequestBody } from '../bus/messages';
 import { ownerOf } from '../channels/owner';
 import type { ClusterNode } from './cluster';
-import type { ChannelCount } from './wire';
+import { ClusterTransitions, type Emit } from './transitions';
+import type { ChannelCount, Occupancy } from './wire';
 
 export interface PresenceBus {
   control(to: number, msg: ControlMsg): void;
@@ -72,11 +74,29 @@ class Replica {
   }
 }
 
+const noTransitions: Pick<ClusterTransitions, 'member' | 'occupancy' | 'nodeGone'> = {
+  member: () => undefined,
+  occupancy: () => undefined,
+  nodeGone: () => undefined,
+};
+
 /** How long subscription counts are gathered before they go to the other nodes. */
 export const COUNT_FLUSH_MS = 100;
 
-export function startClusterPresence(deps: { cluster: ClusterNode; bus: PresenceBus; shards: number; log: Logger }): ClusterPresence {
+export interface ClusterPresenceDeps {
+  cluster: ClusterNode;
+  bus: PresenceBus;
+  shards: number;
+  log: Logger;
+  /** Sends an occupancy or member webhook this node decided (null: the node has no webhook service). */
+  webhook: Emit | null;
+}
+
+export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence {
   const { cluster, bus, shards, log } = deps;
+  // the cluster-wide view costs memory (every occupied channel, every presence member of
+  // the cluster): kept only when this node sends webhooks
+  const transitions = deps.webhook ? new ClusterTransitions(cluster.id, deps.webhook) : noTransitions;
 
   function tell(to: number, msg: ControlMsg): void {
     try {
@@ -99,28 +119,53 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
     tell(ownerOf(app, channel, shards), { type: 'remote_member', op, node, app, channel, userId, userInfo });
   };
 
+  const occupancy = (node: string, occ: Occupancy[] | undefined) => {
+    for (const [op, app, channel] of occ ?? []) transitions.occupancy(node, op, app, channel);
+  };
+  // this node's own transitions, back at their place in the backend's order
+  cluster.onEcho((msg) => {
+    if (msg.t === 'member') transitions.member(cluster.id, msg.op, msg.app, msg.channel, msg.userId);
+    else if (msg.t === 'counts') occupancy(cluster.id, msg.occ);
+  });
+
   cluster.onPeerMsg((msg) => {
     if (msg.t === 'member') {
+      transitions.member(msg.node, msg.op, msg.app, msg.channel, msg.userId);
       remoteMember(msg.node, msg.op, msg.app, msg.channel, msg.userId, msg.userInfo);
     } else if (msg.t === 'counts') {
+      occupancy(msg.node, msg.occ);
       remoteCounts(msg.node, msg.counts);
     } else if (msg.t === 'sync' && msg.to === cluster.id) {
-      for (const [app, channel, userId, userInfo] of msg.members) remoteMember(msg.node, 'added', app, channel, userId, userInfo);
+      // what the node had before this one joined: state, not transitions (no webhooks)
+      for (const [app, channel, userId, userInfo] of msg.members) {
+        transitions.member(msg.node, 'added', app, channel, userId, true);
+        remoteMember(msg.node, 'added', app, channel, userId, userInfo);
+      }
+      for (const [app, channel, total] of msg.counts) if (total > 0) transitions.occupancy(msg.node, 'occupied', app, channel, true);
       remoteCounts(msg.node, msg.counts);
     }
   });
 
   // subscription counts: the latest per channel, sent every COUNT_FLUSH_MS (a node's
   // subscribe storm is one message per channel per flush, not one per subscribe)
+  // and this node's occupancy transitions since the last flush, in order (a channel
+  // occupied and vacated within one flush is both, though its count went out as 0)
   const pendingCounts = new Map<string, ChannelCount>();
-  const flush = setInterval(() => {
-    if (pendingCounts.size === 0) return;
+  const nodeTotals = new Map<string, number>();
+  let pendingOcc: Occupancy[] = [];
+  let stopped = false;
+  const sendCounts = () => {
+    if (pendingCounts.size === 0 && pendingOcc.length === 0) return;
     const counts = [...pendingCounts.values()];
+    const occ = pendingOcc;
     pendingCounts.clear();
-    if (!cluster.broadcast({ t: 'counts', node: cluster.id, counts })) {
+    pendingOcc = [];
+    if (!cluster.broadcast({ t: 'counts', node: cluster.id, counts, occ })) {
       log.warn({ channels: counts.length }, 'cluster: subscription counts not sent: the backend is down');
+      occupancy(cluster.id, occ); // nobody else hears of them: decided on what this node knows
     }
-  }, COUNT_FLUSH_MS);
+  };
+  const flush = setInterval(sendCounts, COUNT_FLUSH_MS);
   flush.unref();
 
   cluster.onNodeJoined((node) => {
@@ -137,18 +182,32 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
 
   cluster.onNodeGone((node, failed) => {
     replica.drop(node);
-    const cleaner = failed && cluster.nodes().sort()[0] === cluster.id;
-    for (let s = 0; s < shards; s++) tell(s, { type: 'remote_node_gone', node, webhooks: cleaner });
+    // a failed node's webhooks go out from one survivor; a stopped one decided its own
+    transitions.nodeGone(node, failed && cluster.nodes().sort()[0] === cluster.id);
+    for (let s = 0; s < shards; s++) tell(s, { type: 'remote_node_gone', node });
   });
 
   return {
     fromShard(msg) {
       if (msg.type === 'cluster_count') {
-        pendingCounts.set(`${msg.app}\u0000${msg.channel}`, [msg.app, msg.channel, msg.total]);
+        const { app, channel, total } = msg;
+        const k = `${app}\u0000${channel}`;
+        const before = nodeTotals.get(k) ?? 0;
+        const op = before === 0 && total > 0 ? 'occupied' : before > 0 && total === 0 ? 'vacated' : null;
+        // once the node has left the cluster (stop: `bye` sent), it decides alone
+        if (op && stopped) transitions.occupancy(cluster.id, op, app, channel);
+        else if (op) pendingOcc.push([op, app, channel]);
+        if (total > 0) nodeTotals.set(k, total);
+        else nodeTotals.delete(k);
+        pendingCounts.set(k, [app, channel, total]);
         return;
       }
       const { op, app, channel, userId, userInfo } = msg;
-      cluster.broadcast({ t: 'member', node: cluster.id, op, app, channel, userId, userInfo });
+      // a channel's occupied goes before its first member_added (as on a single node)
+      if (pendingOcc.length > 0) sendCounts();
+      if (!cluster.broadcast({ t: 'member', node: cluster.id, op, app, channel, userId, userInfo })) {
+        transitions.member(cluster.id, op, app, channel, userId); // nobody else hears of it
+      }
     },
     resend(shard) {
       for (const [node, chans] of replica.members) {
@@ -166,6 +225,8 @@ export function startClusterPresence(deps: { cluster: ClusterNode; bus: Presence
     },
     stop() {
       clearInterval(flush);
+      sendCounts(); // before the `bye`
+      stopped = true;
     },
   };
 }

@@ -6,6 +6,10 @@
 //
 // Guarantees a backend must give (the cluster relies on them):
 //  - messages one node publishes to one subject arrive at each subscriber in publish order;
+//  - every subscriber receives one subject's messages (all publishers') in the same order:
+//    the cluster's webhooks are decided on it (transitions.ts). One Redis server or
+//    Sentinel master, one Redis Cluster shard per channel (sharded pub/sub) and one
+//    nats-server give it; a cluster of nats-servers orders each publisher only;
 //  - a node receives its own publishes (the cluster drops them by node id);
 //  - publish never throws and never blocks: while the backend is down it returns false
 //    (the message is dropped and counted) or buffers within a bound of its own.

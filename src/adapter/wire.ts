@@ -21,12 +21,16 @@ export type NodeMsg =
   | { t: 'member'; node: string; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
   /** `node`'s presence members and subscription counts, for `to` that just joined (one message per owner shard). */
   | { t: 'sync'; node: string; to: string; members: [app: string, channel: string, userId: unknown, userInfo: unknown][]; counts: ChannelCount[] }
-  /** `node`'s subscription counts of the channels whose count changed (coalesced). */
-  | { t: 'counts'; node: string; counts: ChannelCount[] }
+  /**
+   * `node`'s subscription counts of the channels whose count changed (coalesced), and its
+   * occupancy transitions since the last one, in order (absent from older builds).
+   */
+  | { t: 'counts'; node: string; counts: ChannelCount[]; occ?: Occupancy[] }
   /** `node`'s connections per app id (adapter/connections.ts). */
   | { t: 'conns'; node: string; counts: Record<string, number> };
 
 export type ChannelCount = [app: string, channel: string, total: number];
+export type Occupancy = [op: 'occupied' | 'vacated', app: string, channel: string];
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

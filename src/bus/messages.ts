@@ -71,11 +71,8 @@ export type ControlMsg =
   | { type: 'cluster_count'; app: string; channel: string; total: number }
   /** Primary → owner shard: another node's subscription count of a channel. */
   | { type: 'remote_count'; node: string; app: string; channel: string; total: number }
-  /**
-   * Primary → every shard: a node stopped or was declared failed; its members go.
-   * `webhooks`: this node is the one survivor that sends their member_removed webhooks.
-   */
-  | { type: 'remote_node_gone'; node: string; webhooks: boolean }
+  /** Primary → every shard: a node stopped or was declared failed; its members go. */
+  | { type: 'remote_node_gone'; node: string }
   /** Primary → owner shard: its presence members and subscription counts ({ members, counts }), for a node that just joined. */
   | { type: 'local_presence'; req: number; from: number }
   /**

@@ -125,34 +125,34 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
       countChanged(app, channel);
       hooks.countChanged?.(app, channel, total + remoteCounts.sum(app, channel));
     },
-    // In a cluster the hooks hear of occupied / vacated only when no other node has
-    // subscribers (the node whose transition made the cluster's decides; adapter/presence.ts).
+    // In a cluster the occupancy and member hooks are the primary's: it decides them for
+    // the whole cluster in the backend's order (adapter/transitions.ts).
     occupied: (app, channel) => {
       meters.app(app).channelsActive.inc();
       log.debug({ app, channel }, 'channel occupied');
-      if (remoteCounts.sum(app, channel) === 0) hooks.occupied?.(app, channel);
+      if (!cluster) hooks.occupied?.(app, channel);
     },
     vacated: (app, channel) => {
       meters.app(app).channelsActive.dec();
       if (meters.enabled && isPresence(channel)) metrics.remove('presence_members', { app_id: app, channel });
       log.debug({ app, channel }, 'channel vacated');
-      if (remoteCounts.sum(app, channel) === 0) hooks.vacated?.(app, channel);
+      if (!cluster) hooks.vacated?.(app, channel);
     },
     // In a cluster these are node-local transitions: the other nodes are told, and the
-    // clients (and hooks) only hear of a user no other node has (adapter/presence.ts).
+    // clients only hear of a user no other node has (adapter/presence.ts).
     memberAdded: (app, channel, userId, userInfo, except) => {
       presenceMembers(app, channel);
       cluster?.memberChanged({ op: 'added', app, channel, userId, userInfo });
       if (remote.has(app, channel, userKey(userId))) return;
       member('added', app, channel, userId, userInfo, except);
-      hooks.memberAdded?.(app, channel, userId, userInfo, except);
+      if (!cluster) hooks.memberAdded?.(app, channel, userId, userInfo, except);
     },
     memberRemoved: (app, channel, userId) => {
       presenceMembers(app, channel);
       cluster?.memberChanged({ op: 'removed', app, channel, userId, userInfo: null });
       if (remote.has(app, channel, userKey(userId))) return;
       member('removed', app, channel, userId, null);
-      hooks.memberRemoved?.(app, channel, userId);
+      if (!cluster) hooks.memberRemoved?.(app, channel, userId);
     },
     restored: (app, channel) => {
       meters.app(app).channelsActive.inc();
@@ -199,15 +199,9 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
         }
         case 'remote_node_gone': {
           for (const [app, channel, userId] of remote.dropNode(msg.node)) {
-            if (localHas(app, channel, userId)) continue;
-            member('removed', app, channel, userId, null);
-            if (msg.webhooks) hooks.memberRemoved?.(app, channel, userId);
+            if (!localHas(app, channel, userId)) member('removed', app, channel, userId, null);
           }
-          for (const [app, channel] of remoteCounts.dropNode(msg.node)) {
-            countChanged(app, channel);
-            // the dead node had the channel's last subscribers: vacated, told by one survivor
-            if (msg.webhooks && remoteCounts.sum(app, channel) === 0 && !store.info(app, channel).occupied) hooks.vacated?.(app, channel);
-          }
+          for (const [app, channel] of remoteCounts.dropNode(msg.node)) countChanged(app, channel);
           return;
         }
         case 'local_presence':

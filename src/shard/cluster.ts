@@ -15,6 +15,7 @@ import { ConnectionCounters } from '../channels/counters';
 import { createBusDirectory } from '../channels/directory';
 import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
+import type { WebhookService } from '../webhooks/service';
 
 /** How long a node waits for the other nodes' answers to a channel question (then answers with what came). */
 const CLUSTER_QUESTION_TIMEOUT_MS = 2000;
@@ -29,6 +30,8 @@ export interface ClusterWiring {
   base: { shards: number; counters: SharedArrayBuffer; appSlots: Record<string, number>; clusterUp: SharedArrayBuffer };
   log: Logger;
   metrics: MetricsSink;
+  /** Where the occupancy and member webhooks the cluster decides go (null: no webhooks). */
+  webhooks: Pick<WebhookService, 'send'> | null;
 }
 
 export interface PrimaryCluster {
@@ -52,7 +55,8 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
     // the body is the asking node's ClusterQuestion (kind included)
     node.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
   }
-  const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log });
+  const webhooks = w.webhooks;
+  const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log, webhook: webhooks && ((app, e) => webhooks.send(app, e)) });
   const counts = shareConnectionCounts({ cluster: node, counters: new ConnectionCounters(base.counters), slots: () => base.appSlots });
   node.onStop(() => {
     counts.stop();

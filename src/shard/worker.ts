@@ -192,8 +192,9 @@ const failover = createFailover({
     void limiter.close();
   },
   endThread: () => parentPort!.close(),
-  // the crash rule of webhooks (webhooks/ledger.ts): the rebuilt state, before anything changes it
-  onRebuilt: webhooks ? () => webhooks.sync(shardId, ownedState(config.apps, owner.store)) : undefined,
+  // the crash rule of webhooks (webhooks/ledger.ts): the rebuilt state, before anything changes
+  // it. In a cluster the primary decides those webhooks for the cluster (adapter/transitions.ts).
+  onRebuilt: webhooks && config.adapter.driver === 'local' ? () => webhooks.sync(shardId, ownedState(config.apps, owner.store)) : undefined,
 });
 
 let socketSeq = 0;

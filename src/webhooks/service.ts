@@ -27,6 +27,12 @@ export class WebhookQueueUnavailable extends Error {
 
 export interface WebhookService {
   handle(msg: WebhookMsg): void;
+  /**
+   * An occupancy or member webhook the cluster decided once for every node
+   * (adapter/transitions.ts): sent as it is, without this process's ledger, which follows
+   * a single node's transitions only.
+   */
+  send(app: string, e: WebhookEvent): void;
   /** Jobs accepted by the queue and not finished. */
   readonly queued: number;
   /** Sends the open batches and stops the queue within graceMs. */
@@ -88,6 +94,7 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
       if (events.length > 0) log.info({ shard: msg.shard, events: events.length }, 'webhooks: transitions of a restarted shard\'s channels re-decided');
       for (const { app, event } of events) route(app, event);
     },
+    send: route,
     get queued() {
       return queue.size;
     },

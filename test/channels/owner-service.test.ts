@@ -166,28 +166,27 @@ t.test('cluster: the snapshot and the member limit include the other nodes\' mem
   t.end();
 });
 
-t.test('cluster: a gone node\'s members and last subscribers go; hooks only on the cleaner', (t) => {
-  for (const webhooks of [true, false]) {
-    const { members, events, tell } = service({ cluster: true });
-    tell({ type: 'remote_member', op: 'added', node: 'n2', app: 'a', channel: 'presence-g', userId: 'u', userInfo: null });
-    tell({ type: 'remote_count', node: 'n2', app: 'a', channel: 'presence-g', total: 1 });
-    tell({ type: 'remote_node_gone', node: 'n2', webhooks });
-    t.same(memberOps(members), ['added u', 'removed u'], 'member_removed to local clients');
-    t.same(events, webhooks ? ['removed presence-g u', 'vacated presence-g'] : [], webhooks ? 'the cleaner sends the hooks' : 'other survivors do not');
-  }
+t.test('cluster: a gone node\'s members go (member_removed to local clients)', (t) => {
+  const { members, events, tell } = service({ cluster: true });
+  tell({ type: 'remote_member', op: 'added', node: 'n2', app: 'a', channel: 'presence-g', userId: 'u', userInfo: null });
+  tell({ type: 'remote_count', node: 'n2', app: 'a', channel: 'presence-g', total: 1 });
+  tell({ type: 'remote_node_gone', node: 'n2' });
+  t.same(memberOps(members), ['added u', 'removed u'], 'member_removed to local clients');
+  t.same(events, [], 'no hook: the primary decides the cluster\'s webhooks (adapter/transitions.ts)');
   t.end();
 });
 
-t.test('cluster: occupied / vacated hooks only when no other node has subscribers', (t) => {
-  const { events, tell } = service({ cluster: true });
-  tell({ type: 'remote_count', node: 'n2', app: 'a', channel: 'c1', total: 2 });
+t.test('cluster: the owner sends no occupancy or member hooks (the primary decides them for the cluster)', (t) => {
+  const { events, ask, tell } = service({ cluster: true });
   tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: 1 });
+  ask({ type: 'presence_join', app: 'a', channel: 'presence-h', socketId: '1.1', userId: 'u', userInfo: null });
+  tell({ type: 'presence_leave', app: 'a', channel: 'presence-h', socketId: '1.1', userKey: 'u', shard: 1 });
   tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: -1 });
-  t.same(events, [], 'another node has subscribers: neither occupied nor vacated');
-  tell({ type: 'remote_count', node: 'n2', app: 'a', channel: 'c1', total: 0 });
-  tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: 1 });
-  tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: -1 });
-  t.same(events, ['occupied c1', 'vacated c1'], 'alone in the cluster: both');
+  t.same(events, [], 'none');
+  const single = service();
+  single.tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: 1 });
+  single.tell({ type: 'sub', app: 'a', channel: 'c1', shard: 0, delta: -1 });
+  t.same(single.events, ['occupied c1', 'vacated c1'], 'on a single node the owner does');
   t.end();
 });
 
