@@ -192,8 +192,9 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
       sd.algo = defaultAlgo;
       // Subscriptions made before the opt-in take deltas from now on (pusher-js sends its
       // subscribes on connect, before a wrapper can send pusher:enable_delta_compression).
+      // A tag-filtered one stays in the filter index: it gets full messages (ws/subscribe.ts).
       for (const [channel, sub] of d.channels) {
-        if (!sub.joined || sd.channels.has(channel)) continue;
+        if (!sub.joined || sub.filter !== undefined || sd.channels.has(channel)) continue;
         const algo = this.resolve(d, d.app, channel, undefined);
         if (algo === null || typeof algo === 'object') continue;
         ws.unsubscribe(topicOf(d.app.id, channel));
