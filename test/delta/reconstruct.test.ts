@@ -1,9 +1,11 @@
 // Byte-exact reconstruction: for random streams, every delta client reconstructs exactly
 // the envelopes a plain client receives (both algorithms, interleaved events, conflation
-// keys, late joiners, sync errors), through a real server (RINGCAST_TEST_WORKERS shards).
+// keys, tags with enable_tags, late joiners, sync errors), through a real server
+// (RINGCAST_TEST_WORKERS shards).
 
 import t, { type Test } from 'tap';
-import { startServer, type TestServer } from '../helpers/server';
+import { signedPost } from '../helpers/http';
+import { APP, startServer, type TestServer } from '../helpers/server';
 import { Books, core, DeltaClient, rng } from './clients';
 
 const SEED = Number(process.env.DELTA_SEED ?? Date.now() % 100_000);
@@ -16,14 +18,22 @@ async function decoders(): Promise<{ fossil: () => InstanceType<typeof core.Delt
 }
 
 /** Publishes `n` events (random names among `events`, symbols among `symbols`) one after the other. */
-async function publishStream(srv: TestServer, channel: string, n: number, seed: number, opts: { events: string[]; symbols: string[]; onEach?: (i: number) => Promise<void> }): Promise<void> {
+async function publishStream(srv: TestServer, channel: string, n: number, seed: number, opts: { events: string[]; symbols: string[]; tags?: boolean; onEach?: (i: number) => Promise<void> }): Promise<void> {
   const rand = rng(seed);
   const books = new Books(rand);
   const sdk = srv.sdk();
   for (let i = 0; i < n; i++) {
     const event = opts.events[Math.floor(rand() * opts.events.length)];
     const sym = opts.symbols[Math.floor(rand() * opts.symbols.length)];
-    await sdk.trigger(channel, event, books.update(sym));
+    if (opts.tags) {
+      // the SDK has no tags: a signed POST /events; one event in five untagged
+      const x = rand();
+      const tags = x < 0.2 ? undefined : { sym, side: x < 0.6 ? 'bid' : 'ask', lvl: String(Math.floor(rand() * 10)) };
+      const r = await signedPost(srv.port, APP, 'events', { name: event, channel, data: books.update(sym), ...(tags ? { tags } : {}) });
+      if (r.status !== 200) throw new Error(`publish: ${r.status} ${r.text}`);
+    } else {
+      await sdk.trigger(channel, event, books.update(sym));
+    }
     await opts.onEach?.(i);
   }
   await sdk.trigger(channel, 'end', JSON.stringify({ end: true }));
@@ -150,4 +160,45 @@ t.test(`conflation key: cache sync lets a late joiner decode at once; sync error
   }
   t.ok(j <= want.length, 'what the broken client got is a subsequence of the plain stream, byte for byte');
   t.ok(broken.decoder!.stats.deltas > 30, 'and it went back to deltas');
+});
+
+t.test(`tags (enable_tags): tagged and untagged events, a conflation key and a late joiner, both algorithms (seed ${SEED})`, async (t) => {
+  const srv = await startServer({
+    tag_filtering: { enabled: true },
+    apps: [{ ...APP, channel_delta_compression: { 'fx-*': { enabled: true, algorithm: null, conflation_key: 'sym', max_messages_per_key: 5, max_conflation_keys: 10, enable_tags: true } } }],
+  });
+  t.teardown(() => srv.stop());
+  const dec = await decoders();
+  const channel = 'fx-live';
+  const plain = await DeltaClient.open(srv, null);
+  const a = await DeltaClient.open(srv, dec.fossil());
+  const x = await DeltaClient.open(srv, await dec.xdelta3());
+  const late = await DeltaClient.open(srv, await dec.xdelta3());
+  await plain.subscribe(channel);
+  await a.enable();
+  await a.subscribe(channel);
+  await x.subscribe(channel, { delta: 'xdelta3' });
+  let lateFrom = -1;
+  await publishStream(srv, channel, 70, SEED + 2, {
+    events: ['price', 'book', 'trade'], symbols: ['EURUSD', 'GBPUSD', 'USDJPY'], tags: true,
+    onEach: async (i) => {
+      if (i !== 30) return;
+      await late.subscribe(channel, { delta: 'xdelta3' });
+      await late.until(() => late.has((m) => m.includes('delta_cache_sync')), 'delta_cache_sync');
+      lateFrom = i + 1;
+    },
+  });
+  await Promise.all([plain, a, x, late].map((c) => ended(c, channel)));
+  const want = plain.events(channel);
+  t.equal(want.length, 71, 'the plain client got every event');
+  const tagged = want.filter((e) => e.includes('"tags":{'));
+  t.ok(tagged.length > 35 && tagged.length < 70, `enable_tags: ${tagged.length} events carry their tags, the untagged ones none`);
+  t.ok(tagged.every((e) => /"tags":\{"lvl":"\d","side":"(bid|ask)","sym":"[A-Z]{6}"\}\}$/.test(e)), 'sorted tags, last field of the envelope');
+  t.same(a.events(channel), want, 'fossil client: identical envelopes, tags included');
+  t.same(x.events(channel), want, 'xdelta3 client: identical envelopes, tags included');
+  lateSuffix(t, late.events(channel), want, lateFrom);
+  for (const [name, c] of [['fossil', a], ['xdelta3', x], ['late', late]] as const) {
+    t.ok(c.decoder!.stats.deltas > 15, `${name}: deltas (${c.decoder!.stats.deltas})`);
+    t.equal(c.decoder!.stats.syncErrors, 0, `${name}: no sync error`);
+  }
 });
