@@ -39,6 +39,21 @@ async function publishStream(srv: TestServer, channel: string, n: number, seed: 
   await sdk.trigger(channel, 'end', JSON.stringify({ end: true }));
 }
 
+/** What a client that lost its bases got: a subsequence of the plain stream, missing only what it could not decode. */
+function brokenSubsequence(t: Test, c: DeltaClient, channel: string, want: string[], breaks: number): void {
+  const got = c.events(channel);
+  // a sync error resets every stream of the channel: deltas already on their way are lost too
+  const lost = c.decoder!.stats.syncErrors;
+  t.ok(lost >= breaks && lost <= breaks * 10, `sync errors (${lost}) follow the breaks (${breaks})`);
+  t.equal(got.length, want.length - lost, 'only the undecodable deltas are missing');
+  let j = 0;
+  for (const e of got) {
+    while (j < want.length && want[j] !== e) j++;
+    j++;
+  }
+  t.ok(j <= want.length, 'what the broken client got is a subsequence of the plain stream, byte for byte');
+}
+
 /**
  * A late joiner gets the stream from its subscription on, byte for byte. Delta subscribers
  * get their messages one hop later than plain ones (through the sequencer), so messages
@@ -57,7 +72,7 @@ function ended(c: DeltaClient, channel: string): Promise<void> {
   return c.until(() => c.events(channel).some((e) => e.includes('"event":"end"')), `end on ${channel}`);
 }
 
-t.test(`no conflation key: fossil and xdelta3 clients, a late joiner and a plain client agree byte for byte (seed ${SEED})`, async (t) => {
+t.test(`no conflation key: fossil and xdelta3 clients, a late joiner, sync errors and a plain client agree byte for byte (seed ${SEED})`, async (t) => {
   // through the piscina pool (the conflation test below computes on the sequencer thread)
   const srv = await startServer({ delta_compression: { pool_size: 1 } });
   t.teardown(() => srv.stop());
@@ -67,20 +82,31 @@ t.test(`no conflation key: fossil and xdelta3 clients, a late joiner and a plain
   const fossil = await DeltaClient.open(srv, dec.fossil());
   const xdelta = await DeltaClient.open(srv, await dec.xdelta3());
   const late = await DeltaClient.open(srv, dec.fossil());
+  const broken = await DeltaClient.open(srv, await dec.xdelta3());
   await plain.subscribe(channel);
   await fossil.enable();
   await fossil.subscribe(channel);
   await xdelta.subscribe(channel, { delta: 'xdelta3' });
+  await broken.subscribe(channel, { delta: 'xdelta3' });
   let lateFrom = -1;
+  let breaks = 0;
   await publishStream(srv, channel, 60, SEED, {
     events: ['price', 'book', 'trade'], symbols: ['A'],
     onEach: async (i) => {
+      if (i === 15 || i === 40) {
+        // the xdelta3 client loses its bases: its next delta fails → pusher:delta_sync_error
+        broken.beforeDelta = () => {
+          broken.decoder!.reset(channel);
+          broken.beforeDelta = null;
+          breaks++;
+        };
+      }
       if (i !== 25) return;
       await late.subscribe(channel, { delta: { enabled: true, algorithm: 'fossil' } });
       lateFrom = i + 1;
     },
   });
-  await Promise.all([plain, fossil, xdelta, late].map((c) => ended(c, channel)));
+  await Promise.all([plain, fossil, xdelta, late, broken].map((c) => ended(c, channel)));
   const want = plain.events(channel);
   t.equal(want.length, 61, 'the plain client got every event');
   t.same(fossil.events(channel), want, 'fossil client: identical envelopes');
@@ -92,6 +118,8 @@ t.test(`no conflation key: fossil and xdelta3 clients, a late joiner and a plain
   }
   t.ok(fossil.has((x) => x.includes('"algorithm":"fossil"')), 'fossil deltas name their algorithm');
   t.ok(xdelta.has((x) => x.includes('"algorithm":"xdelta3"')), 'xdelta3 deltas name their algorithm');
+  brokenSubsequence(t, broken, channel, want, breaks);
+  t.ok(broken.decoder!.stats.deltas > 15, 'the xdelta3 client that lost its bases went back to deltas');
   t.ok(!plain.has((x) => x.includes('pusher:delta') || x.includes('__delta_seq')), 'the plain client saw no delta traffic');
   t.ok(fossil.bytes < plain.bytes * 0.5, `fossil bytes ${fossil.bytes} < half of plain ${plain.bytes}`);
 });
@@ -148,17 +176,7 @@ t.test(`conflation key: cache sync lets a late joiner decode at once; sync error
   t.ok(a.has((m) => m.includes('"__conflation_key":"EURUSD"')), 'full messages carry __conflation_key');
   t.ok(a.has((m) => m.includes('"conflation_key":"GBPUSD"')), 'deltas carry conflation_key');
   // the broken client lost exactly the deltas it could not apply, and decoded the rest exactly
-  const got = broken.events(channel);
-  // a sync error resets every stream of the channel: deltas already on their way are lost too
-  const lost = broken.decoder!.stats.syncErrors;
-  t.ok(lost >= breaks && lost <= breaks * 10, `sync errors (${lost}) follow the breaks (${breaks})`);
-  t.equal(got.length, want.length - lost, 'only the undecodable deltas are missing');
-  let j = 0;
-  for (const e of got) {
-    while (j < want.length && want[j] !== e) j++;
-    j++;
-  }
-  t.ok(j <= want.length, 'what the broken client got is a subsequence of the plain stream, byte for byte');
+  brokenSubsequence(t, broken, channel, want, breaks);
   t.ok(broken.decoder!.stats.deltas > 30, 'and it went back to deltas');
 });
 
