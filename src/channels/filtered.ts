@@ -54,6 +54,8 @@ export interface FilteredSubscriptions<S extends FilteredSocket> extends Inbound
   /** Registers a socket's filter for the channel's topic; keep the handle to remove it. */
   add(topic: string, ws: S, filter: CompiledFilter): FilterHandle;
   remove(topic: string, ws: S, handle: FilterHandle): void;
+  /** Slow consumers (ws/backpressure.ts): takes the subscription off its native topics, or back on. */
+  pause(topic: string, ws: S, handle: FilterHandle, paused: boolean): void;
   /** Filtered subscriptions of a topic on this shard (tests). */
   count(topic: string): number;
 }
@@ -170,6 +172,14 @@ export function createFilteredSubscriptions<S extends FilteredSocket>(deps: Filt
         c.nativeCount--;
       }
       if (c.indexCount === 0 && c.nativeCount === 0) byTopic.delete(topic);
+    },
+    pause(topic, ws, handle, paused) {
+      if (ws.getUserData().closed) return;
+      const topics = 'filter' in handle ? [filterTopic(topic, handle.filter)] : handle.native;
+      for (const t of [allTopic(topic), ...topics]) {
+        if (paused) ws.unsubscribe(t);
+        else ws.subscribe(t);
+      }
     },
     count(topic) {
       const c = byTopic.get(topic);

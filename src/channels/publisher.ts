@@ -74,7 +74,7 @@ export interface InboundStage {
 
 /** Sees every local publish before uWS does (the slow-consumer watch, ws/backpressure.ts). */
 export interface PublishGuard {
-  beforePublish(topic: string, bytes: number, except: string): void;
+  beforePublish(topic: string, bytes: number, except: string, tags?: FrameTags): void;
 }
 
 /** What the inbound side needs of a local socket (a uWS WebSocket; ws/types.ts). */
@@ -209,7 +209,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   function deliver(f: PublishFrame): void {
     cache?.delivered(f);
     const topic = topicOf(f.app, f.channel);
-    guard?.beforePublish(topic, f.message.length, f.except);
+    guard?.beforePublish(topic, f.message.length, f.except, f.tags);
     for (let i = 0; i < filters.length; i++) if (filters[i].deliver(f, topic)) return;
     if (uws === null) return;
     if (f.except) {

@@ -19,6 +19,12 @@
 //  4. Frames that do not come through the sequencer (member events, subscription counts)
 //     reach the delta sockets through the inbound stage: the same bytes on `app C\x01`.
 //  5. The shard never computes a delta; it only knows stream ids, never seq numbers.
+//  6. A slow consumer (ws/backpressure.ts) is paused: out of the channel's delta topics and
+//     of every stream, skipped by rule 1, until the guard resumes it; then it is out of
+//     step everywhere, so its next message of each stream goes full. The guard sees each
+//     frame for the delta sockets (`check` on `app C\x01`) before it is published.
+//  7. messages_sent_total / message_bytes_sent_total count what is handed to uWS, each
+//     frame with its own event and size (a pusher:delta counts as pusher:delta, its bytes).
 
 import type { Logger } from 'pino';
 import type { TemplatedApp } from 'uWebSockets.js';
@@ -29,6 +35,9 @@ import { topicOf } from '../channels/topic';
 import type { AppConfig, Config } from '../config/types';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
+import { metersFor, sentLabelText } from '../metrics/meters';
+import { noMetrics, type MetricsSink } from '../metrics/types';
+import { sendFrame } from '../ws/send';
 import type { Socket, SocketData } from '../ws/types';
 import { ALGOS, ChannelSettings, parseSubscriptionDelta, resolveSubscription, wireAlgo, type Algo } from './settings';
 import type { CacheStates } from './streams';
@@ -54,7 +63,14 @@ interface ChannelSubs {
   allTopic: string;
   topic: string;
   sockets: Map<Socket, Algo>;
+  /** Slow consumers taken out of the channel's fan-out (rule 6). */
+  paused: Map<Socket, Algo>;
   streams: Map<number, StreamSubs>;
+}
+
+/** The slow-consumer guard's check (ws/backpressure.ts), before a publish to a delta socket's topics. */
+export interface DeltaGuard {
+  check(topic: string, bytes: number, except: string): void;
 }
 
 export interface DeltaShardDeps {
@@ -67,6 +83,8 @@ export interface DeltaShardDeps {
   states(app: string, channel: string): Promise<CacheStates & { conflation_key: string | null }>;
   out(canonical: string): string;
   log: Logger;
+  metrics?: MetricsSink;
+  guard?: DeltaGuard | null;
   now?: () => number;
 }
 
@@ -84,6 +102,9 @@ export interface DeltaShard {
   /** pusher:delta_sync_error from the client: its streams of the channel restart in full. */
   syncError(ws: Socket, d: SocketData, data: unknown): void;
   deliver(msg: DeltaFrame): void;
+  /** Rule 6: the socket's delta subscription of `channel` stops / starts receiving. */
+  pause(ws: Socket, d: SocketData, channel: string): void;
+  resume(ws: Socket, d: SocketData, channel: string): void;
   /** Rule 4. */
   inbound: InboundStage;
   sweep(now: number): void;
@@ -99,6 +120,8 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
   const channels = new Map<string, ChannelSubs>();
   const defaultAlgo = wireAlgo(dc.algorithm);
   const maxAgeMs = dc.max_state_age_secs * 1000;
+  const meters = metersFor(deps.metrics ?? noMetrics);
+  const guard = deps.guard ?? null;
 
   function stream(ch: ChannelSubs, id: number): StreamSubs {
     let st = ch.streams.get(id);
@@ -129,10 +152,14 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
     ch.streams.delete(id);
   }
 
-  /** Native publish, skipping `sender` natively when it is on the topic. */
-  function publishTo(topic: string, bytes: string, sender: Socket | undefined): void {
-    if (sender !== undefined && sender.isSubscribed(topic)) sender.publish(topic, bytes, false);
-    else uws.publish(topic, bytes, false);
+  /** Native publish, skipping `sender` natively when it is on the topic; how many it reached (when counting). */
+  function publishTo(topic: string, bytes: string | Uint8Array, sender: Socket | undefined): number {
+    if (sender !== undefined && sender.isSubscribed(topic)) {
+      sender.publish(topic, bytes, false);
+      return meters.enabled ? uws.numSubscribers(topic) - 1 : 0;
+    }
+    uws.publish(topic, bytes, false);
+    return meters.enabled ? uws.numSubscribers(topic) : 0;
   }
 
   function socketDelta(d: SocketData): SocketDelta {
@@ -142,10 +169,11 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
 
   function forget(ch: ChannelSubs, key: string, ws: Socket): void {
     ch.sockets.delete(ws);
+    ch.paused.delete(ws);
     for (const st of ch.streams.values()) {
       if (st.inStep.has(ws)) stepOut(st, ws);
     }
-    if (ch.sockets.size === 0) {
+    if (ch.sockets.size === 0 && ch.paused.size === 0) {
       for (const id of [...ch.streams.keys()]) dropStream(ch, id);
       channels.delete(key);
     }
@@ -155,9 +183,10 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
     deps.states(app, channel).then((r) => {
       const key = topicOf(app, channel);
       const ch = channels.get(key);
-      if (d.closed || ch === undefined || d.delta?.channels.get(channel) !== algo) return;
+      // a paused socket (rule 6) gets full messages once resumed
+      if (d.closed || ch === undefined || !ch.sockets.has(ws) || d.delta?.channels.get(channel) !== algo) return;
       ws.cork(() => {
-        ws.send(frame(deps.out(Ev.DeltaCacheSync), JSON.stringify({ conflation_key: r.conflation_key, states: r.states }), channel), false);
+        sendFrame(meters, ws, app, Ev.DeltaCacheSync, frame(deps.out(Ev.DeltaCacheSync), JSON.stringify({ conflation_key: r.conflation_key, states: r.states }), channel));
         // the socket now holds every stream's latest message (sequencer rule 2)
         for (const id of r.streams) {
           const st = stream(ch, id);
@@ -174,9 +203,9 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
       if (ch === undefined) return false;
       const head = Buffer.from(f.message.buffer, f.message.byteOffset, Math.min(f.message.byteLength, 32)).toString('latin1');
       if (INTERNAL.some((p) => head.startsWith(p))) {
-        const sender = f.except ? sockets.get(f.except) : undefined;
-        if (sender !== undefined && sender.isSubscribed(ch.allTopic)) sender.publish(ch.allTopic, f.message, false);
-        else uws.publish(ch.allTopic, f.message, false);
+        guard?.check(ch.allTopic, f.message.length, f.except);
+        const n = publishTo(ch.allTopic, f.message, f.except ? sockets.get(f.except) : undefined);
+        if (n > 0) meters.delivered(f.app, f.message, n);
       }
       return false; // plain subscribers get it natively as well
     },
@@ -185,15 +214,16 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
   return {
     enable(ws, d) {
       const on = dc.enabled;
-      ws.send(frame(deps.out(Ev.DeltaEnabled), on ? { enabled: true, algorithm: defaultAlgo } : { enabled: false }), false);
+      sendFrame(meters, ws, d.app?.id ?? '', Ev.DeltaEnabled, frame(deps.out(Ev.DeltaEnabled), on ? { enabled: true, algorithm: defaultAlgo } : { enabled: false }));
       if (!on || !d.app) return;
       const sd = socketDelta(d);
       if (sd.algo !== null) return;
       sd.algo = defaultAlgo;
       // Subscriptions made before the opt-in take deltas from now on (pusher-js sends its
       // subscribes on connect, before a wrapper can send pusher:enable_delta_compression).
+      // A tag-filtered one stays in the filter index: it gets full messages (ws/subscribe.ts).
       for (const [channel, sub] of d.channels) {
-        if (!sub.joined || sd.channels.has(channel)) continue;
+        if (!sub.joined || sub.filter !== undefined || sd.channels.has(channel)) continue;
         const algo = this.resolve(d, d.app, channel, undefined);
         if (algo === null || typeof algo === 'object') continue;
         ws.unsubscribe(topicOf(d.app.id, channel));
@@ -215,7 +245,7 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
       const key = topicOf(app.id, channel);
       let ch = channels.get(key);
       if (ch === undefined) {
-        ch = { allTopic: key + '\x01', topic: key, sockets: new Map(), streams: new Map() };
+        ch = { allTopic: key + '\x01', topic: key, sockets: new Map(), paused: new Map(), streams: new Map() };
         channels.set(key, ch);
       }
       socketDelta(d).channels.set(channel, algo);
@@ -263,21 +293,29 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
     deliver(msg) {
       const ch = channels.get(topicOf(msg.app, msg.channel));
       if (ch === undefined) return; // a shared interest slot, or everyone left
+      const full = msg.full;
+      guard?.check(ch.allTopic, full.length, msg.except); // rule 6 (may pause sockets of ch)
       for (const id of msg.dropped) dropStream(ch, id);
       const st = stream(ch, msg.stream);
       st.lastUsed = now();
       let sender = msg.except ? sockets.get(msg.except) : undefined;
       if (sender !== undefined && !ch.sockets.has(sender)) sender = undefined;
-      const full = msg.full;
+      // rule 7: the full message's label and size, only when counting
+      const fullLabel = meters.enabled ? sentLabelText(full) : '';
+      const fullBytes = meters.enabled ? Buffer.byteLength(full) : 0;
       if (msg.deltas === null) {
-        publishTo(ch.allTopic, full, sender); // rule 2
+        meters.deliveredText(msg.app, fullLabel, fullBytes, publishTo(ch.allTopic, full, sender)); // rule 2
       } else {
         for (let i = 0; i < ALGOS.length; i++) {
           const delta = msg.deltas[i];
-          if (delta !== null) publishTo(st.topics[i], delta, sender);
-          else if (st.inStep.size > 0) {
+          if (delta !== null) {
+            const n = publishTo(st.topics[i], delta, sender);
+            if (n > 0) meters.deliveredText(msg.app, Ev.Delta, Buffer.byteLength(delta), n);
+          } else if (st.inStep.size > 0) {
             // no delta of this algorithm (not smaller): its in-step sockets get the full message
-            for (const [ws, algo] of st.inStep) if (algo === ALGOS[i] && ws !== sender) ws.send(full, false);
+            for (const [ws, algo] of st.inStep) {
+              if (algo === ALGOS[i] && ws !== sender) meters.sent(msg.app, fullLabel, ws.send(full, false), fullBytes);
+            }
           }
         }
       }
@@ -285,11 +323,30 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
       if (st.inStep.size !== ch.sockets.size) {
         for (const [ws, algo] of ch.sockets) {
           if (ws === sender || st.inStep.has(ws)) continue;
-          if (msg.deltas !== null) ws.cork(() => ws.send(full, false));
+          if (msg.deltas !== null) ws.cork(() => meters.sent(msg.app, fullLabel, ws.send(full, false), fullBytes));
           stepIn(st, ws, algo);
         }
       }
       if (sender !== undefined) stepOut(st, sender); // rule 3
+    },
+
+    pause(ws, d, channel) {
+      const ch = d.app ? channels.get(topicOf(d.app.id, channel)) : undefined;
+      const algo = ch?.sockets.get(ws);
+      if (ch === undefined || algo === undefined) return; // not a delta subscription, or paused
+      ch.sockets.delete(ws);
+      ch.paused.set(ws, algo);
+      ws.unsubscribe(ch.allTopic);
+      for (const st of ch.streams.values()) stepOut(st, ws);
+    },
+
+    resume(ws, d, channel) {
+      const ch = d.app ? channels.get(topicOf(d.app.id, channel)) : undefined;
+      const algo = ch?.paused.get(ws);
+      if (ch === undefined || algo === undefined) return;
+      ch.paused.delete(ws);
+      ch.sockets.set(ws, algo);
+      ws.subscribe(ch.allTopic);
     },
 
     inbound,

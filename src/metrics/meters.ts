@@ -38,6 +38,8 @@ for (const canonical of PROTOCOL_EVENTS) {
     WIRE_NAMES.push({ bytes: Buffer.from(spelling + '"'), label: canonical });
   }
 }
+/** The same, as text (delta/shard.ts holds its frames as strings). */
+const WIRE_TEXT = WIRE_NAMES.map((w) => ({ text: w.bytes.toString('latin1'), label: w.label }));
 const C = 99; // 'c'
 const P = 112; // 'p'
 const CLIENT_DASH = Buffer.from('client-');
@@ -59,6 +61,18 @@ export function sentLabel(msg: Uint8Array): string {
   if (first === C && startsAt(msg, at, CLIENT_DASH)) return 'client-event';
   if (first === P) {
     for (const w of WIRE_NAMES) if (startsAt(msg, at, w.bytes)) return w.label;
+  }
+  return 'api-event';
+}
+
+/** sentLabel() of a message held as a string. */
+export function sentLabelText(msg: string): string {
+  const at = EVENT_OPEN.length;
+  if (!msg.startsWith('{"event":"')) return 'api-event';
+  const first = msg.charCodeAt(at);
+  if (first === C && msg.startsWith('client-', at)) return 'client-event';
+  if (first === P) {
+    for (const w of WIRE_TEXT) if (msg.startsWith(w.text, at)) return w.label;
   }
   return 'api-event';
 }
@@ -177,6 +191,13 @@ export class Meters {
     if (!this.enabled || n <= 0) return;
     this.app(appId).sent(sentLabel(message)).inc(n);
     this.bytesSent.inc(n * message.length);
+  }
+
+  /** A text frame of `bytes` bytes (event label `label`) was handed to uWS for `n` local subscribers. */
+  deliveredText(appId: string, label: string, bytes: number, n: number): void {
+    if (!this.enabled || n <= 0) return;
+    this.app(appId).sent(label).inc(n);
+    this.bytesSent.inc(n * bytes);
   }
 
   /** A frame was refused because a ring and its spill queue were full. */

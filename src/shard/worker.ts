@@ -91,9 +91,10 @@ const deltaInterest = deltaInit && {
   xdelta3: new Interest(deltaInit.interest.xdelta3, shards, shardId),
 };
 const delta = deltaInit && deltaInterest ? createDeltaShard({
-  config, uws, sockets, interest: deltaInterest, out, log,
+  config, uws, sockets, interest: deltaInterest, out, log, metrics, guard: backpressure,
   states: (app, channel) => bus.request<CacheStates & { conflation_key: string | null }>(deltaInit.sequencer, { type: 'delta_states', app, channel }),
 }) : null;
+backpressure.attach({ filters, delta });
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),

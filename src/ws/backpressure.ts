@@ -29,6 +29,15 @@
 //   close    (on_backpressure: close) muted at once, then closed with 4100 ("back off,
 //            then reconnect") on the next turn, outside the publish being delivered.
 //
+//   where    what a channel subscription receives natively, and so how it is muted:
+//              plain     the channel's topic `app C`: unsubscribed from it;
+//              filtered  the filter stage's topics (channels/filtered.ts): paused there;
+//                        registered under `app C` with its filter, so a publish counts
+//                        as dropped for it only when its tags match (tags from the frame);
+//              delta     the delta topics (delta/shard.ts, rule 6): paused there (out of
+//                        every stream: it restarts in full); registered under `app C\x01`,
+//                        which the delta shard checks before each frame for its sockets.
+//
 // Not counted: drops by uWS of a socket that received more than 2 × max_bytes between two
 // scans (only at publish rates over 2 × max_bytes per gap on one shard: 100 × max_bytes
 // per second with a 20 ms gap), and in close mode the native close of such a socket.
@@ -36,8 +45,13 @@
 // anyway: at most 2 × max_bytes (+ one message) queued per socket, enforced by uWS.
 // Direct sends (protocol replies, pings) are not channel messages: uWS bounds them natively.
 
+import { TAGS_ALL, type FrameTags } from '../bus/messages';
 import { ErrorCode } from '../protocol/codes';
+import type { FilteredSubscriptions } from '../channels/filtered';
 import { topicOf } from '../channels/topic';
+import type { DeltaShard } from '../delta/shard';
+import type { CompiledFilter } from '../filter/compile';
+import { parseTags } from '../filter/tags';
 import { metersFor } from '../metrics/meters';
 import type { BoundCounter, MetricsSink } from '../metrics/types';
 import type { Socket, SocketData } from './types';
@@ -60,11 +74,27 @@ export function nativeMaxBackpressure(maxBytes: number): number {
   return Math.min(2 * maxBytes, 2 ** 32 - 1);
 }
 
+/** The stages that hold filtered and delta subscriptions (null when off). */
+export interface Receivers {
+  filters: FilteredSubscriptions<Socket> | null;
+  delta: DeltaShard | null;
+}
+
+/** One channel subscription of a lagging socket: the byTopic key, and the filter of a filtered one. */
+interface Reg {
+  key: string;
+  channel: string;
+  kind: 'plain' | 'filtered' | 'delta';
+  filter: CompiledFilter | null;
+}
+
 interface Lagging {
   ws: Socket;
   d: SocketData;
-  /** Topics this socket is registered under in byTopic. */
-  topics: string[];
+  /** Its channel subscriptions, each registered under its key in byTopic. */
+  regs: Reg[];
+  /** Filters by key of its filtered subscriptions (null: none). */
+  filters: Map<string, CompiledFilter> | null;
   muted: boolean;
   /** Dropped messages not yet added to the metric. */
   dropped: number;
@@ -92,6 +122,7 @@ export class Backpressure {
   private closing: Lagging[] = [];
   private closeTimer: NodeJS.Immediate | null = null;
   private readonly now: () => number;
+  private receivers: Receivers = { filters: null, delta: null };
 
   constructor(private readonly o: BackpressureOptions) {
     const meters = metersFor(o.metrics);
@@ -100,6 +131,11 @@ export class Backpressure {
     this.fullClose = o.metrics.counter('websocket_buffer_full_total', { action: 'close' });
     this.scanEvery = Math.max(1, Math.floor(o.maxBytes / 2));
     this.now = o.now ?? (() => performance.now());
+  }
+
+  /** The filter and delta stages, once the shard has made them (they are made after this). */
+  attach(receivers: Receivers): void {
+    this.receivers = receivers;
   }
 
   /** Queued bytes past which a socket is full (see top). */
@@ -118,16 +154,35 @@ export class Backpressure {
    * Called by the shard right before uWS publishes `bytes` to `topic` (except the socket
    * `except`). Cost when no socket lags: one EWMA step and a Map size check.
    */
-  beforePublish(topic: string, bytes: number, except: string): void {
+  beforePublish(topic: string, bytes: number, except: string, tags?: FrameTags): void {
     this.avgBytes = this.avgBytes === 0 ? bytes : this.avgBytes + (bytes - this.avgBytes) * AVG_WEIGHT;
     this.sinceScan += bytes;
     if (this.sinceScan >= this.scanEvery) this.scan(false);
+    this.check(topic, bytes, except, tags);
+  }
+
+  /**
+   * The lagging sockets registered under `topic` (a channel topic, or a delta one from
+   * delta/shard.ts): full ones are muted, muted ones count this message as dropped. A
+   * filtered subscription only when the frame's tags match its filter.
+   */
+  check(topic: string, bytes: number, except: string, tags?: FrameTags): void {
     if (this.bySocket.size === 0) return;
     const set = this.byTopic.get(topic);
     if (set === undefined) return;
     const limit = this.limit();
+    let parsed: Record<string, string> | null | undefined;
     for (const lag of set) {
       if (lag.d.id === except) continue;
+      const filter = lag.filters?.get(topic);
+      if (filter !== undefined) {
+        // untagged frames reach no filtered socket; TAGS_ALL ones every one (channels/filtered.ts)
+        if (tags === undefined || tags === null) continue;
+        if (tags !== TAGS_ALL) {
+          parsed ??= parseTags(tags).tags;
+          if (!filter.test(parsed)) continue;
+        }
+      }
       if (lag.muted) {
         lag.dropped++;
       } else if (lag.ws.getBufferedAmount() + bytes > limit) {
@@ -201,7 +256,7 @@ export class Backpressure {
   }
 
   private flag(ws: Socket, d: SocketData): Lagging {
-    const lag: Lagging = { ws, d, topics: [], muted: false, dropped: 0 };
+    const lag: Lagging = { ws, d, regs: [], filters: null, muted: false, dropped: 0 };
     this.bySocket.set(d.id, lag);
     this.resync(lag);
     return lag;
@@ -231,22 +286,43 @@ export class Backpressure {
     }
   }
 
-  /** Channel topics the socket receives natively (presence: once joined; filtered ones never). */
-  private channelTopics(d: SocketData): string[] {
-    const out: string[] = [];
+  /** The socket's channel subscriptions that receive (presence: once joined), and where (see top). */
+  private channelRegs(d: SocketData): Reg[] {
+    const out: Reg[] = [];
     if (d.app === null) return out;
-    for (const [channel, sub] of d.channels) if (sub.joined && !sub.filter) out.push(topicOf(d.app.id, channel));
+    for (const [channel, sub] of d.channels) {
+      if (!sub.joined) continue;
+      const topic = topicOf(d.app.id, channel);
+      if (sub.filter) out.push({ key: topic, channel, kind: 'filtered', filter: sub.tagFilter ?? null });
+      else if (d.delta?.channels.has(channel)) out.push({ key: topic + '\x01', channel, kind: 'delta', filter: null });
+      else out.push({ key: topic, channel, kind: 'plain', filter: null });
+    }
     return out;
+  }
+
+  /** Stops (on false: restarts) what the subscription receives natively. Idempotent. */
+  private receive(lag: Lagging, r: Reg, on: boolean): void {
+    const { ws, d } = lag;
+    if (r.kind === 'plain') {
+      if (on) ws.subscribe(r.key);
+      else ws.unsubscribe(r.key);
+    } else if (r.kind === 'filtered') {
+      const handle = d.channels.get(r.channel)?.filter;
+      if (handle && this.receivers.filters) this.receivers.filters.pause(r.key, ws, handle, !on);
+    } else if (this.receivers.delta) {
+      if (on) this.receivers.delta.resume(ws, d, r.channel);
+      else this.receivers.delta.pause(ws, d, r.channel);
+    }
   }
 
   private mute(lag: Lagging): void {
     lag.muted = true;
-    for (const t of this.channelTopics(lag.d)) lag.ws.unsubscribe(t);
+    for (const r of this.channelRegs(lag.d)) this.receive(lag, r, false);
   }
 
   private unmute(lag: Lagging): void {
     lag.muted = false;
-    for (const t of this.channelTopics(lag.d)) lag.ws.subscribe(t);
+    for (const r of this.channelRegs(lag.d)) this.receive(lag, r, true);
     this.flush(lag);
   }
 
@@ -255,28 +331,30 @@ export class Backpressure {
    * unsubscribed since); a muted socket is unsubscribed natively from new ones too.
    */
   private resync(lag: Lagging): void {
-    const topics = this.channelTopics(lag.d);
-    if (lag.muted) for (const t of topics) lag.ws.unsubscribe(t);
+    const regs = this.channelRegs(lag.d);
+    if (lag.muted) for (const r of regs) this.receive(lag, r, false);
     this.unregister(lag);
-    lag.topics = topics;
-    for (const t of topics) {
-      let set = this.byTopic.get(t);
+    lag.regs = regs;
+    for (const r of regs) {
+      let set = this.byTopic.get(r.key);
       if (set === undefined) {
         set = new Set();
-        this.byTopic.set(t, set);
+        this.byTopic.set(r.key, set);
       }
       set.add(lag);
+      if (r.filter !== null) (lag.filters ??= new Map()).set(r.key, r.filter);
     }
   }
 
   private unregister(lag: Lagging): void {
-    for (const t of lag.topics) {
-      const set = this.byTopic.get(t);
+    for (const r of lag.regs) {
+      const set = this.byTopic.get(r.key);
       if (set === undefined) continue;
       set.delete(lag);
-      if (set.size === 0) this.byTopic.delete(t);
+      if (set.size === 0) this.byTopic.delete(r.key);
     }
-    lag.topics = [];
+    lag.regs = [];
+    lag.filters = null;
   }
 
   private flush(lag: Lagging): void {

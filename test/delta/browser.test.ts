@@ -1,7 +1,11 @@
-// client/delta.js in headless Chromium (Debian `chromium`, driven by playwright-core)
-// against a real server: pusher-js's browser build, the client module as shipped
-// (ES modules, `fossil-delta` resolved by an import map), Fossil deltas decoded in the
-// page; channel.bind() gets exactly the data a plain pusher-js in Node gets.
+// client/ in headless Chromium (Debian `chromium`, driven by playwright-core) against a
+// real server: pusher-js's browser build, the client modules as shipped (ES modules,
+// `fossil-delta` resolved by an import map).
+//  - delta.js: Fossil deltas decoded in the page; channel.bind() gets exactly the data a
+//    plain pusher-js in Node gets.
+//  - index.js + filter.js: a subscription with a tag filter gets only the matching events
+//    (a plain pusher-js in Node gets them all), beside a delta subscription on the same
+//    pusher-js instance.
 
 import fs from 'node:fs';
 import http from 'node:http';
@@ -9,7 +13,8 @@ import path from 'node:path';
 import t from 'tap';
 import { chromium } from 'playwright-core';
 import { connected, pusherJs } from '../helpers/pusher-js';
-import { startServer } from '../helpers/server';
+import { signedPost } from '../helpers/http';
+import { APP, startServer } from '../helpers/server';
 import { Books, rng } from './clients';
 
 const ROOT = path.resolve(__dirname, '../../..');
@@ -20,6 +25,8 @@ const FILES: Record<string, [string, string]> = {
   '/fossil-delta.js': [path.join(ROOT, 'node_modules/fossil-delta/fossil-delta.js'), 'text/javascript'],
   '/client/delta.js': [path.join(ROOT, 'client/delta.js'), 'text/javascript'],
   '/client/delta-core.js': [path.join(ROOT, 'client/delta-core.js'), 'text/javascript'],
+  '/client/index.js': [path.join(ROOT, 'client/index.js'), 'text/javascript'],
+  '/client/filter.js': [path.join(ROOT, 'client/filter.js'), 'text/javascript'],
 };
 const PAGE = `<!doctype html><html><head>
 <script type="importmap">{"imports":{"fossil-delta":"/fossil-delta.js"}}</script>
@@ -39,7 +46,9 @@ function serve(): Promise<http.Server> {
   return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve(srv)));
 }
 
-t.test('client/delta.js in Chromium decodes Fossil deltas for channel.bind()', { skip: fs.existsSync(CHROMIUM) ? false : `no ${CHROMIUM}` }, async (t) => {
+const SKIP = { skip: fs.existsSync(CHROMIUM) ? false : `no ${CHROMIUM}` };
+
+t.test('client/delta.js in Chromium decodes Fossil deltas for channel.bind()', SKIP, async (t) => {
   const srv = await startServer({});
   t.teardown(() => srv.stop());
   const web = await serve();
@@ -74,4 +83,67 @@ t.test('client/delta.js in Chromium decodes Fossil deltas for channel.bind()', {
   const stats = await page.evaluate('window.stats') as { deltas: number; syncErrors: number };
   t.same(got, want, 'the page got the same 25 events as a plain pusher-js');
   t.ok(stats.deltas >= 20 && stats.syncErrors === 0, `decoded in the page: ${stats.deltas} deltas, ${stats.syncErrors} sync errors`);
+});
+
+t.test('client/index.js in Chromium: a tag-filtered subscription gets only the matching events', SKIP, async (t) => {
+  const srv = await startServer({ tag_filtering: { enabled: true } });
+  t.teardown(() => srv.stop());
+  const web = await serve();
+  t.teardown(() => new Promise<void>((r) => web.close(() => r())));
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  t.teardown(() => browser.close());
+  const page = await browser.newPage();
+  await page.goto(`http://127.0.0.1:${(web.address() as { port: number }).port}/`);
+  // one pusher-js instance with both extensions: 'quotes' filtered (full messages, spec
+  // "Tag filtering"), 'ticker' unfiltered with deltas
+  await page.evaluate(`(async () => {
+    const { ringcast, Filter } = await import('/client/index.js');
+    const { withDeltaCompression } = await import('/client/delta.js');
+    const p = new Pusher('app-key', { cluster: 'mt1', wsHost: '127.0.0.1', wsPort: ${srv.port}, forceTLS: false, enabledTransports: ['ws'], disableStats: true });
+    const h = await withDeltaCompression(p);
+    const client = ringcast(p);
+    window.quotes = [];
+    window.ticker = [];
+    window.stats = h.stats;
+    const ok = (ch) => new Promise((resolve, reject) => {
+      ch.bind('pusher:subscription_succeeded', () => resolve());
+      ch.bind('pusher:subscription_error', (e) => reject(new Error(JSON.stringify(e))));
+    });
+    const q = client.subscribe('quotes', { filter: Filter.or(Filter.eq('region', 'eu'), Filter.in('region', ['asia'])) });
+    for (const e of ['quote', 'end']) q.bind(e, (d) => window.quotes.push([e, d]));
+    const tk = client.subscribe('ticker');
+    tk.bind('price', (d) => window.ticker.push(d));
+    await Promise.all([ok(q), ok(tk)]);
+    window.bad = await new Promise((resolve) => client.subscribe('other', { filter: { key: 'region', cmp: 'regex', val: '.*' } }).bind('pusher:subscription_error', resolve));
+  })()`);
+  const plain = srv.track(pusherJs(srv.port));
+  await connected(plain);
+  const all: unknown[] = [];
+  const pc = plain.subscribe('quotes');
+  for (const e of ['quote', 'end']) pc.bind(e, (d: unknown) => all.push([e, d]));
+  await new Promise<void>((r) => pc.bind('pusher:subscription_succeeded', () => r()));
+
+  const regions = ['eu', 'us', null, 'asia', 'eu', 'us', null, 'eu', 'asia', 'us'];
+  const books = new Books(rng(9));
+  for (let i = 0; i < 20; i++) {
+    const region = regions[i % regions.length];
+    const r = await signedPost(srv.port, APP, 'events', { name: 'quote', channel: 'quotes', data: JSON.stringify({ i, region }), ...(region ? { tags: { region } } : {}) });
+    if (r.status !== 200) throw new Error(`publish: ${r.status} ${r.text}`);
+    await srv.sdk().trigger('ticker', 'price', books.update('A'));
+  }
+  // the positive marker: an eu event after all the others
+  const r = await signedPost(srv.port, APP, 'events', { name: 'end', channel: 'quotes', data: '{"end":true}', tags: { region: 'eu' } });
+  t.equal(r.status, 200);
+  await page.waitForFunction('window.quotes.some((x) => x[0] === "end") && window.ticker.length >= 20', undefined, { timeout: 20_000 });
+  for (let i = 0; i < 200 && all.length < 21; i++) await new Promise((r) => setTimeout(r, 50));
+  t.equal(all.length, 21, 'the plain pusher-js in Node got every event');
+  const want = all.filter((x) => {
+    const d = (x as [string, { region?: string }])[1];
+    return d.region === undefined || d.region === 'eu' || d.region === 'asia';
+  });
+  t.equal(want.length, 11, 'eu and asia events, and the end marker');
+  t.same(await page.evaluate('window.quotes'), want, 'the page got exactly the matching events, in order, with their data');
+  t.match(await page.evaluate('window.bad'), { type: 'InvalidFilter', status: 4000 }, 'a bad filter: the channel\'s subscription_error in the page');
+  const stats = await page.evaluate('window.stats') as { deltas: number; syncErrors: number };
+  t.ok(stats.deltas >= 15 && stats.syncErrors === 0, `the unfiltered channel on the same instance: ${stats.deltas} deltas decoded, no sync error`);
 });

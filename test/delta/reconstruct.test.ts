@@ -1,9 +1,11 @@
 // Byte-exact reconstruction: for random streams, every delta client reconstructs exactly
 // the envelopes a plain client receives (both algorithms, interleaved events, conflation
-// keys, late joiners, sync errors), through a real server (RINGCAST_TEST_WORKERS shards).
+// keys, tags with enable_tags, late joiners, sync errors), through a real server
+// (RINGCAST_TEST_WORKERS shards).
 
 import t, { type Test } from 'tap';
-import { startServer, type TestServer } from '../helpers/server';
+import { signedPost } from '../helpers/http';
+import { APP, startServer, type TestServer } from '../helpers/server';
 import { Books, core, DeltaClient, rng } from './clients';
 
 const SEED = Number(process.env.DELTA_SEED ?? Date.now() % 100_000);
@@ -16,17 +18,40 @@ async function decoders(): Promise<{ fossil: () => InstanceType<typeof core.Delt
 }
 
 /** Publishes `n` events (random names among `events`, symbols among `symbols`) one after the other. */
-async function publishStream(srv: TestServer, channel: string, n: number, seed: number, opts: { events: string[]; symbols: string[]; onEach?: (i: number) => Promise<void> }): Promise<void> {
+async function publishStream(srv: TestServer, channel: string, n: number, seed: number, opts: { events: string[]; symbols: string[]; tags?: boolean; onEach?: (i: number) => Promise<void> }): Promise<void> {
   const rand = rng(seed);
   const books = new Books(rand);
   const sdk = srv.sdk();
   for (let i = 0; i < n; i++) {
     const event = opts.events[Math.floor(rand() * opts.events.length)];
     const sym = opts.symbols[Math.floor(rand() * opts.symbols.length)];
-    await sdk.trigger(channel, event, books.update(sym));
+    if (opts.tags) {
+      // the SDK has no tags: a signed POST /events; one event in five untagged
+      const x = rand();
+      const tags = x < 0.2 ? undefined : { sym, side: x < 0.6 ? 'bid' : 'ask', lvl: String(Math.floor(rand() * 10)) };
+      const r = await signedPost(srv.port, APP, 'events', { name: event, channel, data: books.update(sym), ...(tags ? { tags } : {}) });
+      if (r.status !== 200) throw new Error(`publish: ${r.status} ${r.text}`);
+    } else {
+      await sdk.trigger(channel, event, books.update(sym));
+    }
     await opts.onEach?.(i);
   }
   await sdk.trigger(channel, 'end', JSON.stringify({ end: true }));
+}
+
+/** What a client that lost its bases got: a subsequence of the plain stream, missing only what it could not decode. */
+function brokenSubsequence(t: Test, c: DeltaClient, channel: string, want: string[], breaks: number): void {
+  const got = c.events(channel);
+  // a sync error resets every stream of the channel: deltas already on their way are lost too
+  const lost = c.decoder!.stats.syncErrors;
+  t.ok(lost >= breaks && lost <= breaks * 10, `sync errors (${lost}) follow the breaks (${breaks})`);
+  t.equal(got.length, want.length - lost, 'only the undecodable deltas are missing');
+  let j = 0;
+  for (const e of got) {
+    while (j < want.length && want[j] !== e) j++;
+    j++;
+  }
+  t.ok(j <= want.length, 'what the broken client got is a subsequence of the plain stream, byte for byte');
 }
 
 /**
@@ -47,7 +72,7 @@ function ended(c: DeltaClient, channel: string): Promise<void> {
   return c.until(() => c.events(channel).some((e) => e.includes('"event":"end"')), `end on ${channel}`);
 }
 
-t.test(`no conflation key: fossil and xdelta3 clients, a late joiner and a plain client agree byte for byte (seed ${SEED})`, async (t) => {
+t.test(`no conflation key: fossil and xdelta3 clients, a late joiner, sync errors and a plain client agree byte for byte (seed ${SEED})`, async (t) => {
   // through the piscina pool (the conflation test below computes on the sequencer thread)
   const srv = await startServer({ delta_compression: { pool_size: 1 } });
   t.teardown(() => srv.stop());
@@ -57,20 +82,31 @@ t.test(`no conflation key: fossil and xdelta3 clients, a late joiner and a plain
   const fossil = await DeltaClient.open(srv, dec.fossil());
   const xdelta = await DeltaClient.open(srv, await dec.xdelta3());
   const late = await DeltaClient.open(srv, dec.fossil());
+  const broken = await DeltaClient.open(srv, await dec.xdelta3());
   await plain.subscribe(channel);
   await fossil.enable();
   await fossil.subscribe(channel);
   await xdelta.subscribe(channel, { delta: 'xdelta3' });
+  await broken.subscribe(channel, { delta: 'xdelta3' });
   let lateFrom = -1;
+  let breaks = 0;
   await publishStream(srv, channel, 60, SEED, {
     events: ['price', 'book', 'trade'], symbols: ['A'],
     onEach: async (i) => {
+      if (i === 15 || i === 40) {
+        // the xdelta3 client loses its bases: its next delta fails → pusher:delta_sync_error
+        broken.beforeDelta = () => {
+          broken.decoder!.reset(channel);
+          broken.beforeDelta = null;
+          breaks++;
+        };
+      }
       if (i !== 25) return;
       await late.subscribe(channel, { delta: { enabled: true, algorithm: 'fossil' } });
       lateFrom = i + 1;
     },
   });
-  await Promise.all([plain, fossil, xdelta, late].map((c) => ended(c, channel)));
+  await Promise.all([plain, fossil, xdelta, late, broken].map((c) => ended(c, channel)));
   const want = plain.events(channel);
   t.equal(want.length, 61, 'the plain client got every event');
   t.same(fossil.events(channel), want, 'fossil client: identical envelopes');
@@ -82,6 +118,8 @@ t.test(`no conflation key: fossil and xdelta3 clients, a late joiner and a plain
   }
   t.ok(fossil.has((x) => x.includes('"algorithm":"fossil"')), 'fossil deltas name their algorithm');
   t.ok(xdelta.has((x) => x.includes('"algorithm":"xdelta3"')), 'xdelta3 deltas name their algorithm');
+  brokenSubsequence(t, broken, channel, want, breaks);
+  t.ok(broken.decoder!.stats.deltas > 15, 'the xdelta3 client that lost its bases went back to deltas');
   t.ok(!plain.has((x) => x.includes('pusher:delta') || x.includes('__delta_seq')), 'the plain client saw no delta traffic');
   t.ok(fossil.bytes < plain.bytes * 0.5, `fossil bytes ${fossil.bytes} < half of plain ${plain.bytes}`);
 });
@@ -138,16 +176,47 @@ t.test(`conflation key: cache sync lets a late joiner decode at once; sync error
   t.ok(a.has((m) => m.includes('"__conflation_key":"EURUSD"')), 'full messages carry __conflation_key');
   t.ok(a.has((m) => m.includes('"conflation_key":"GBPUSD"')), 'deltas carry conflation_key');
   // the broken client lost exactly the deltas it could not apply, and decoded the rest exactly
-  const got = broken.events(channel);
-  // a sync error resets every stream of the channel: deltas already on their way are lost too
-  const lost = broken.decoder!.stats.syncErrors;
-  t.ok(lost >= breaks && lost <= breaks * 10, `sync errors (${lost}) follow the breaks (${breaks})`);
-  t.equal(got.length, want.length - lost, 'only the undecodable deltas are missing');
-  let j = 0;
-  for (const e of got) {
-    while (j < want.length && want[j] !== e) j++;
-    j++;
-  }
-  t.ok(j <= want.length, 'what the broken client got is a subsequence of the plain stream, byte for byte');
+  brokenSubsequence(t, broken, channel, want, breaks);
   t.ok(broken.decoder!.stats.deltas > 30, 'and it went back to deltas');
+});
+
+t.test(`tags (enable_tags): tagged and untagged events, a conflation key and a late joiner, both algorithms (seed ${SEED})`, async (t) => {
+  const srv = await startServer({
+    tag_filtering: { enabled: true },
+    apps: [{ ...APP, channel_delta_compression: { 'fx-*': { enabled: true, algorithm: null, conflation_key: 'sym', max_messages_per_key: 5, max_conflation_keys: 10, enable_tags: true } } }],
+  });
+  t.teardown(() => srv.stop());
+  const dec = await decoders();
+  const channel = 'fx-live';
+  const plain = await DeltaClient.open(srv, null);
+  const a = await DeltaClient.open(srv, dec.fossil());
+  const x = await DeltaClient.open(srv, await dec.xdelta3());
+  const late = await DeltaClient.open(srv, await dec.xdelta3());
+  await plain.subscribe(channel);
+  await a.enable();
+  await a.subscribe(channel);
+  await x.subscribe(channel, { delta: 'xdelta3' });
+  let lateFrom = -1;
+  await publishStream(srv, channel, 70, SEED + 2, {
+    events: ['price', 'book', 'trade'], symbols: ['EURUSD', 'GBPUSD', 'USDJPY'], tags: true,
+    onEach: async (i) => {
+      if (i !== 30) return;
+      await late.subscribe(channel, { delta: 'xdelta3' });
+      await late.until(() => late.has((m) => m.includes('delta_cache_sync')), 'delta_cache_sync');
+      lateFrom = i + 1;
+    },
+  });
+  await Promise.all([plain, a, x, late].map((c) => ended(c, channel)));
+  const want = plain.events(channel);
+  t.equal(want.length, 71, 'the plain client got every event');
+  const tagged = want.filter((e) => e.includes('"tags":{'));
+  t.ok(tagged.length > 35 && tagged.length < 70, `enable_tags: ${tagged.length} events carry their tags, the untagged ones none`);
+  t.ok(tagged.every((e) => /"tags":\{"lvl":"\d","side":"(bid|ask)","sym":"[A-Z]{6}"\}\}$/.test(e)), 'sorted tags, last field of the envelope');
+  t.same(a.events(channel), want, 'fossil client: identical envelopes, tags included');
+  t.same(x.events(channel), want, 'xdelta3 client: identical envelopes, tags included');
+  lateSuffix(t, late.events(channel), want, lateFrom);
+  for (const [name, c] of [['fossil', a], ['xdelta3', x], ['late', late]] as const) {
+    t.ok(c.decoder!.stats.deltas > 15, `${name}: deltas (${c.decoder!.stats.deltas})`);
+    t.equal(c.decoder!.stats.syncErrors, 0, `${name}: no sync error`);
+  }
 });

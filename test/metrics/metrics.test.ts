@@ -12,7 +12,7 @@ import { Registry } from 'prom-client';
 import t from 'tap';
 import WebSocket from 'ws';
 import { PromMetrics } from '../../src/metrics/registry';
-import { receivedLabel, sentLabel } from '../../src/metrics/meters';
+import { receivedLabel, sentLabel, sentLabelText } from '../../src/metrics/meters';
 import { scrape as scrapeThreads, type MetricsReply, type MetricsRequest } from '../../src/metrics/server';
 import type { PrimaryCommand, ShardEvent } from '../../src/shard/init';
 import { APP, RawClient, WORKERS, eventually, startServer, type TestServer } from '../helpers/server';
@@ -239,4 +239,10 @@ t.test('event labels stay bounded', async (t) => {
   t.equal(sentLabel(b('{"event":"pusher_internal:member_addedX","channel":"c"}')), 'api-event');
   t.equal(sentLabel(b('{"event":"price","channel":"c","data":"1"}')), 'api-event');
   t.equal(sentLabel(b('garbage')), 'api-event');
+  // the string form (delta/shard.ts's frames) labels alike
+  for (const m of ['{"event":"client-x","channel":"c","data":1}', '{"event":"proto_internal:member_removed","channel":"c"}',
+    '{"event":"pusher:delta","channel":"c","data":"{}"}', '{"event":"pusher_internal:member_addedX"}', '{"event":"price","data":"1","__delta_seq":3}', 'garbage', '']) {
+    t.equal(sentLabelText(m), sentLabel(b(m)), `sentLabelText(${m})`);
+  }
+  t.equal(sentLabelText('{"event":"pusher:delta","channel":"c","data":"{}"}'), 'pusher:delta');
 });

@@ -1,12 +1,20 @@
 // The slow-consumer watch (src/ws/backpressure.ts) against fake uWS sockets: which sockets
 // it looks at, when a socket is full, drop (mute, count, unmute) and close (4100), and
-// the counts it gives the metrics sink. End to end: test/faults/slow-consumer.test.ts.
+// the counts it gives the metrics sink; filtered and delta subscriptions (paused in their
+// stage). End to end: test/faults/slow-consumer.test.ts, slow-delta-filtered.test.ts.
 
 import t from 'tap';
 import { Backpressure, type BackpressureAction } from '../../src/ws/backpressure';
 import type { BoundCounter, BoundGauge, Labels, MetricsSink } from '../../src/metrics/types';
 import type { Socket, SocketData, Subscription } from '../../src/ws/types';
 import { topicOf } from '../../src/channels/topic';
+import { createFilteredSubscriptions } from '../../src/channels/filtered';
+import { compileFilter } from '../../src/filter/compile';
+import { parseFilter } from '../../src/filter/parse';
+import { TAGS_ALL } from '../../src/bus/messages';
+import { metersFor } from '../../src/metrics/meters';
+import { noMetrics } from '../../src/metrics/types';
+import type { DeltaShard } from '../../src/delta/shard';
 
 /** A sink that adds up counters by name{labels}. */
 function recordingSink(): MetricsSink & { counts: Map<string, number> } {
@@ -225,4 +233,66 @@ t.test('a socket closed while lagging is forgotten', async (t) => {
   bp.closed(slow.ws.d);
   bp.beforePublish(A, 100, '');
   t.same(bp.stats(), { lagging: 0, muted: 0 });
+});
+
+t.test('a filtered subscription: paused in the filter stage, a drop only for events its filter matches', async (t) => {
+  const { bp, metrics } = setup('drop', 10_000);
+  const filters = createFilteredSubscriptions<Socket>({ uws: null, sockets, meters: metersFor(noMetrics) });
+  bp.attach({ filters, delta: null });
+  const slow = socket([]);
+  const parsed = parseFilter({ key: 'region', cmp: 'eq', val: 'eu' }, 10);
+  if (!parsed.ok) throw new Error(parsed.error);
+  const sub: Subscription = { type: 'public', userKey: null, userId: null, joined: true };
+  sub.tagFilter = compileFilter(parsed.filter);
+  sub.filter = filters.add(A, slow.sock, sub.tagFilter);
+  slow.ws.d.channels.set('a', sub);
+  const native = [...slow.ws.topics];
+  t.equal(native.length, 2, 'on its pair topic and the channel\'s all-filtered topic, not on the channel topic');
+  t.notOk(slow.ws.topics.has(A));
+  slow.ws.buffered = 9_990;
+  bp.sweep(slow.sock, slow.ws.d);
+  bp.beforePublish(A, 100, '', '{"region":"us"}');
+  bp.beforePublish(A, 100, '', null);
+  t.same(bp.stats().muted, 0, 'events it would not get do not fill it');
+  bp.beforePublish(A, 100, '', '{"region":"eu"}');
+  t.same(bp.stats().muted, 1, 'a matching one does: full');
+  t.same([...slow.ws.topics], [], 'off its filter topics');
+  bp.beforePublish(A, 100, '', '{"region":"eu","x":"1"}'); // dropped
+  bp.beforePublish(A, 100, '', '{"region":"us"}'); // not for it
+  bp.beforePublish(A, 100, '', null); // untagged: not for it
+  bp.beforePublish(A, 100, '', TAGS_ALL); // subscription count: for every filtered socket
+  slow.ws.buffered = 0;
+  bp.drained(slow.sock);
+  t.same([...slow.ws.topics].sort(), native.sort(), 'back on its filter topics');
+  t.equal(metrics.counts.get(DROPPED), 3, 'three drops: the matching event that filled it, the next matching one, the count');
+  filters.remove(A, slow.sock, sub.filter);
+  t.same([...slow.ws.topics], []);
+});
+
+t.test('a delta subscription: registered under the delta topic, paused and resumed in the delta shard', async (t) => {
+  const { bp, metrics } = setup('drop', 10_000);
+  const calls: string[] = [];
+  const delta = {
+    pause: (_ws: Socket, _d: SocketData, channel: string) => calls.push(`pause ${channel}`),
+    resume: (_ws: Socket, _d: SocketData, channel: string) => calls.push(`resume ${channel}`),
+  } as unknown as DeltaShard;
+  bp.attach({ filters: null, delta });
+  const slow = socket(['a', 'b']);
+  slow.ws.unsubscribe(A); // 'a' takes deltas: on the delta topics, not the plain one
+  slow.ws.d.delta = { algo: 'fossil', channels: new Map([['a', 'fossil']]) };
+  slow.ws.buffered = 9_990;
+  bp.sweep(slow.sock, slow.ws.d);
+  bp.beforePublish(A, 100, '');
+  t.same(bp.stats().muted, 0, 'the plain frame of a delta channel is not what a delta socket gets');
+  bp.check(A + '\x01', 100, '');
+  t.same(bp.stats().muted, 1, 'the delta shard\'s check: full');
+  t.same(calls, ['pause a'], 'paused in the delta shard');
+  t.notOk(slow.ws.topics.has(B), 'its plain channel muted as ever');
+  bp.check(A + '\x01', 100, '');
+  bp.beforePublish(B, 100, '');
+  slow.ws.buffered = 0;
+  bp.drained(slow.sock);
+  t.same(calls, ['pause a', 'resume a']);
+  t.ok(slow.ws.topics.has(B));
+  t.equal(metrics.counts.get(DROPPED), 3, 'the delta frame that filled it, one more, one on b');
 });
