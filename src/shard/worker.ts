@@ -256,9 +256,16 @@ function closeListeners(): void {
 // A Redis rate limiter connects before the shard listens (the primary has checked that it
 // answers). Should it still not be ready in time, listen anyway: limited API requests
 // answer 503 until Redis is reachable (fail closed), the rest works.
-void limiter.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
-  log.error({ err }, 'rate limiter not ready; limited API requests answer 503 until it is');
-}).then(() => {
+// So does the Redis of cache.driver redis: a subscriber must not miss an entry for want
+// of a connection. Not ready in time: cache channels answer from memory until it is.
+void Promise.all([
+  limiter.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
+    log.error({ err }, 'rate limiter not ready; limited API requests answer 503 until it is');
+  }),
+  sharedCache?.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
+    log.error({ err }, 'cache Redis not ready; cache channels replay only this node\'s memory until it is');
+  }),
+]).then(() => {
   if (stopping) return;
   uws.listen(config.host, init.port, (ls) => {
     if (!ls) {
