@@ -4,8 +4,9 @@
 
 import t from 'tap';
 import { CacheStore } from '../../src/channels/cache';
-import { checkSharedCache, IN_FLIGHT_MS, SharedCache } from '../../src/channels/shared-cache';
+import { checkSharedCache, COMMAND_TIMEOUT_MS, IN_FLIGHT_MS, SharedCache } from '../../src/channels/shared-cache';
 import { loadConfig } from '../../src/config';
+import { unsupportedIssues } from '../../src/config/support';
 import { PromMetrics } from '../../src/metrics/registry';
 import { RedisServer } from '../helpers/redis';
 
@@ -97,6 +98,17 @@ t.test('SharedCache against a real Redis', async (t) => {
     await t.rejects(checkSharedCache(cfg, 500), { code: 'RC_ERR_CACHE_DOWN', message: /cache\.driver redis: cannot reach Redis at 127\.0\.0\.1:1 within 500 ms/ });
   });
 
+  t.test('a hung Redis (SIGSTOP): a local miss is answered after the command timeout', async (t) => {
+    const a = await open();
+    redis.freeze();
+    t.teardown(() => redis.thaw());
+    const started = Date.now();
+    t.equal(await a.c.get('a', 'cache-hung'), null, 'a miss');
+    const took = Date.now() - started;
+    t.ok(took >= COMMAND_TIMEOUT_MS - 100 && took < COMMAND_TIMEOUT_MS + 2000, `after about ${COMMAND_TIMEOUT_MS} ms (${took} ms)`);
+    redis.thaw();
+  });
+
   t.test('Redis down: answers from memory, errors counted, nothing waits long', async (t) => {
     const metrics = new PromMetrics('ringcast_');
     const a = await open('local', metrics);
@@ -120,4 +132,12 @@ t.test('SharedCache against a real Redis', async (t) => {
     t.ok(count('write') >= 1, `the failed write is counted (${count('write')})`);
     await redis.resume();
   });
+});
+
+t.test('CACHE_DRIVER picks the driver and nothing refuses it', async (t) => {
+  for (const [driver, env] of [['redis', {}], ['redis-cluster', { REDIS_CLUSTER_NODES: '127.0.0.1:7000' }]] as const) {
+    const cfg = loadConfig({ env: { CACHE_DRIVER: driver, ...env }, overrides: { apps: [{ id: 'a', key: 'k', secret: 's' }] } });
+    t.equal(cfg.cache.driver, driver);
+    t.same(unsupportedIssues(cfg).filter((i) => i.key === 'cache.driver'), [], `${driver}: no refusal`);
+  }
 });
