@@ -1,5 +1,5 @@
 // cache.driver redis / redis-cluster with real ringcast nodes (2 shards each) and a real
-// redis-server or 3-master redis cluster: the last event of a cache channel is shared by
+// redis-server, Sentinel-managed master or 3-master redis cluster: the last event of a cache channel is shared by
 // the nodes through Redis, so a node that starts after the publish (or restarts) replays
 // it, expiry holds across nodes, a Redis outage degrades to each node's memory (and
 // /up/{appId} says 503) without a crash or a hung subscribe, and a cache Redis that cannot
@@ -140,6 +140,17 @@ t.test('a single node with cache.driver redis', async (t) => {
     await redis.resume();
     await eventually(async () => (await rawRequest(s.port, 'GET', `/up/${APP.id}`)).status === 200, 20_000, '/up/{appId} to answer 200 again');
   });
+});
+
+t.test('cache.driver redis through Sentinel: a node started after the publish replays it', async (t) => {
+  const backend = await startBackend('redis-sentinel');
+  t.teardown(() => backend.stop());
+  const cfg: ConfigInput = { ...backend.config(), cache: { driver: 'redis' }, workers: NODE_WORKERS };
+  const a = await node(t, cfg);
+  await a.sdk().trigger('cache-sentinel', 's', { v: 3 });
+  const b = await node(t, cfg);
+  const got = await replay(b, 'cache-sentinel');
+  t.same([got.event, data(got)], ['s', { v: 3 }], 'replayed from the Sentinel-managed master');
 });
 
 t.test('a cache Redis that cannot be reached is a startup error naming it', async (t) => {
