@@ -79,7 +79,9 @@ for (const name of ['redis', 'redis-cluster'] as const) {
       t.equal((await replay(c, channel)).event, 'pusher:cache_miss', 'a node started after the expiry: cache_miss');
     });
 
-    t.test('Redis down: subscribes still answer, /up/{appId} is 503; back when Redis is', async (t) => {
+    // The outage once, on one Redis: the cluster client's failure paths are the same code, and
+    // a whole Redis Cluster killed and resumed costs ~15 s of make test's budget.
+    if (name === 'redis') t.test('Redis down: subscribes still answer, /up/{appId} is 503; back when Redis is', async (t) => {
       const kept = `cache-kept-${name}`;
       await a.sdk().trigger(kept, 'k', { v: 1 });
       t.equal((await replay(a, kept)).event, 'k', 'in node A\'s memory');
