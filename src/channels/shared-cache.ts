@@ -12,6 +12,11 @@
 //   read   only on a local miss: GET + PTTL (one MULTI), the answer kept in the memory
 //          store for the TTL Redis has left, so the next subscribers are served locally.
 //
+// While the owner has an entry, Redis is not asked (the hot path stays one Map lookup).
+// So a publish of another node that never reached this node (its adapter was down, or
+// the nodes share only the cache) replaces this node's older entry only when that entry
+// expires or the node restarts; with a working adapter every publish reaches every owner.
+//
 // While a read is in flight the owner goes on handling its queue. A publish it learns of
 // meanwhile is newer than whatever Redis answers, so the memory entry wins when both
 // exist (never an older event last). Reads of one key share one Redis round trip.
