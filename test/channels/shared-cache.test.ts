@@ -5,10 +5,13 @@
 import t from 'tap';
 import { CacheStore } from '../../src/channels/cache';
 import { checkSharedCache, COMMAND_TIMEOUT_MS, IN_FLIGHT_MS, SharedCache } from '../../src/channels/shared-cache';
+import { AppRegistry } from '../../src/apps/registry';
+import { createOwnerService } from '../../src/channels/owner-service';
 import { loadConfig } from '../../src/config';
 import { unsupportedIssues } from '../../src/config/support';
 import { PromMetrics } from '../../src/metrics/registry';
 import { RedisServer } from '../helpers/redis';
+import { eventually } from '../helpers/server';
 
 const frame = (v: number) => JSON.stringify({ event: 'e', channel: 'cache-x', data: JSON.stringify({ v }) });
 
@@ -91,6 +94,40 @@ t.test('SharedCache against a real Redis', async (t) => {
     const got = await other.c.get('a', 'cache-lost');
     t.equal(got?.message, frame(8), 'the Redis entry is the answer');
     t.ok(Date.now() - started >= IN_FLIGHT_MS - 100, 'after the in-flight wait');
+  });
+
+  t.test('the owner service: its own shards\' publishes are written, the primary\'s (bridged) are not', async (t) => {
+    const { c: shared, store } = await open();
+    const replies: { req: number; body: unknown }[] = [];
+    const noLog = { error: () => undefined, warn: () => undefined, info: () => undefined, debug: () => undefined } as never;
+    const cfg = config();
+    const svc = createOwnerService({
+      shards: 2, apps: new AppRegistry(cfg.apps), defaultMaxMembers: 100,
+      publisher: { publishOne: () => undefined, member: () => undefined },
+      reply: (_to, req, body) => replies.push({ req, body }),
+      cacheStore: store, sharedCache: shared, log: noLog, out: (e) => e,
+    });
+    const cacheSet = (channel: string, v: number) => ({ type: 'cache_set', app: 'a', channel, message: frame(v), ttl: 60 }) as const;
+    svc.handle(cacheSet('cache-own', 1), 1); // from shard 1
+    svc.handle(cacheSet('cache-from-primary', 2), 2); // from thread `shards`: the primary's bridge
+    const reader = await open();
+    t.equal((await reader.c.get('a', 'cache-own'))?.message, frame(1), 'a shard\'s publish is in Redis');
+    t.equal(await reader.c.get('a', 'cache-from-primary'), null, 'a bridged one is not');
+    t.same(replies, [], 'cache_set has no reply');
+    // a local miss: the answer comes later, once Redis answered
+    const { c: other, store: otherStore } = await open();
+    const svc2 = createOwnerService({
+      shards: 2, apps: new AppRegistry(cfg.apps), defaultMaxMembers: 100,
+      publisher: { publishOne: () => undefined, member: () => undefined },
+      reply: (_to, req, body) => replies.push({ req, body }),
+      cacheStore: otherStore, sharedCache: other, log: noLog, out: (e) => e,
+    });
+    svc2.handle({ type: 'cache_get', req: 7, from: 0, app: 'a', channel: 'cache-own' }, 0);
+    t.same(replies, [], 'not answered at once');
+    await eventually(() => replies.length === 1, 3000, 'the answer');
+    t.equal((replies[0].body as { message: string }).message, frame(1), 'answered with Redis\'s entry');
+    svc.stop();
+    svc2.stop();
   });
 
   t.test('checkSharedCache: a Redis that is not there is a clear error', async (t) => {
