@@ -209,15 +209,30 @@ export class SharedCache {
   /** Resolves when a publish of the key is set here, or after ms. */
   private bridged(key: string, ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      timer.unref();
-      const list = this.awaiting.get(key) ?? [];
-      list.push(() => {
+      const wake = () => {
         clearTimeout(timer);
         resolve();
-      });
+      };
+      const timer = setTimeout(() => {
+        // no copy came: forget this waiter (a channel never published again leaves nothing)
+        const list = this.awaiting.get(key);
+        const i = list ? list.indexOf(wake) : -1;
+        if (i >= 0) list!.splice(i, 1);
+        if (list?.length === 0) this.awaiting.delete(key);
+        resolve();
+      }, ms);
+      timer.unref();
+      const list = this.awaiting.get(key) ?? [];
+      list.push(wake);
       this.awaiting.set(key, list);
     });
+  }
+
+  /** Answers waiting for an adapter's copy, over all channels (tests: nothing is left behind). */
+  get waiting(): number {
+    let n = 0;
+    for (const l of this.awaiting.values()) n += l.length;
+    return n;
   }
 
   private failed(op: 'read' | 'write', err: unknown): void {

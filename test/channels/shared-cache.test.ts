@@ -94,6 +94,7 @@ t.test('SharedCache against a real Redis', async (t) => {
     const got = await other.c.get('a', 'cache-lost');
     t.equal(got?.message, frame(8), 'the Redis entry is the answer');
     t.ok(Date.now() - started >= IN_FLIGHT_MS - 100, 'after the in-flight wait');
+    t.equal(other.c.waiting, 0, 'and the waiter is gone');
   });
 
   t.test('the owner service: its own shards\' publishes are written, the primary\'s (bridged) are not', async (t) => {
