@@ -68,6 +68,8 @@ export interface SharedCacheDeps {
   log?: Logger;
   /** The owner's answers wait for an adapter's copy of a fresh entry (see above); false on a single node. */
   adapter: boolean;
+  /** IN_FLIGHT_MS unless given (tests). */
+  inFlightMs?: number;
 }
 
 export class SharedCache {
@@ -195,11 +197,12 @@ export class SharedCache {
     const now = this.store.get(app, channel);
     if (now !== null || got === null || typeof got.m !== 'string') return now;
     const age = got.ttl - left;
-    if (this.deps.adapter && age < IN_FLIGHT_MS) {
-      await this.bridged(key, IN_FLIGHT_MS - age);
+    const inFlight = this.deps.inFlightMs ?? IN_FLIGHT_MS;
+    if (this.deps.adapter && age < inFlight) {
+      await this.bridged(key, inFlight - age);
       const later = this.store.get(app, channel);
       if (later !== null) return later;
-      left -= IN_FLIGHT_MS - age;
+      left -= inFlight - age;
       if (left <= 0) return null;
     }
     this.store.setMs(app, channel, got.m, left, got.t);

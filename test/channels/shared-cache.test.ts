@@ -10,7 +10,7 @@ import { createOwnerService } from '../../src/channels/owner-service';
 import { loadConfig } from '../../src/config';
 import { unsupportedIssues } from '../../src/config/support';
 import { PromMetrics } from '../../src/metrics/registry';
-import { RedisServer } from '../helpers/redis';
+import { redisCommand, RedisServer } from '../helpers/redis';
 import { eventually } from '../helpers/server';
 
 const frame = (v: number) => JSON.stringify({ event: 'e', channel: 'cache-x', data: JSON.stringify({ v }) });
@@ -26,18 +26,23 @@ t.test('SharedCache against a real Redis', async (t) => {
       apps: [{ id: 'a', key: 'k', secret: 's' }],
     },
   });
-  const open = async (adapter: 'local' | 'redis' = 'local', metrics?: PromMetrics) => {
+  const open = async (adapter: 'local' | 'redis' = 'local', metrics?: PromMetrics, inFlightMs?: number) => {
     const store = new CacheStore();
-    const c = new SharedCache(config(adapter), store, { adapter: adapter !== 'local', metrics });
+    const c = new SharedCache(config(adapter), store, { adapter: adapter !== 'local', metrics, inFlightMs });
     t.teardown(() => c.close());
     await c.ready(3000);
     return { c, store };
   };
 
+  /** The origin's SET is fire and forget: wait until Redis has the key. */
+  const written = (channel: string) => eventually(async () =>
+    (await redisCommand(redis.port, `EXISTS sc:cache:{a:${channel}}`)).startsWith(':1'), 3000, `${channel} in Redis`);
+
   t.test('a publish is written through; another owner reads it back once and keeps it', async (t) => {
     const a = await open();
     const b = await open();
     a.c.set('a', 'cache-one', frame(1), 60, '{"k":"v"}', true);
+    await written('cache-one');
     const got = await b.c.get('a', 'cache-one');
     t.equal(got?.message, frame(1), 'the other owner got the entry from Redis');
     t.equal(got?.tags, '{"k":"v"}', 'with its tags');
@@ -71,29 +76,30 @@ t.test('SharedCache against a real Redis', async (t) => {
 
   t.test('with an adapter, a fresh entry waits for the adapter\'s copy', async (t) => {
     const origin = await open();
-    const other = await open('redis');
+    // a long wait, so that only the adapter's copy can end it (whatever the machine's load)
+    const other = await open('redis', undefined, 30_000);
     origin.c.set('a', 'cache-fresh', frame(7), 60, undefined, true);
-    // a written entry is visible to a plain GET before the node is asked
-    await (await open()).c.get('a', 'cache-fresh');
+    await written('cache-fresh');
     const asked = other.c.get('a', 'cache-fresh') as Promise<unknown>;
     let answered = false;
     void asked.then(() => { answered = true; });
-    // the Redis round trip is done long before IN_FLIGHT_MS; the answer still waits
-    const probe = await (await open()).c.get('a', 'cache-fresh');
-    t.ok(probe, 'Redis has it');
-    t.notOk(answered, 'no answer before the adapter\'s copy (or the wait\'s end)');
+    await eventually(() => other.c.waiting === 1, 5000, 'Redis to answer and the owner to wait for the copy');
+    t.notOk(answered, 'no answer before the adapter\'s copy');
     other.c.set('a', 'cache-fresh', frame(7), 60, undefined, false); // the bridged copy arrives
     t.equal((await asked as { message: string }).message, frame(7), 'answered from memory once the copy is there');
+    t.equal(other.c.waiting, 0, 'nobody waits any more');
   });
 
   t.test('with an adapter, a fresh entry whose copy never comes is answered after the wait', async (t) => {
     const origin = await open();
     const other = await open('redis');
-    origin.c.set('a', 'cache-lost', frame(8), 60, undefined, true);
     const started = Date.now();
+    origin.c.set('a', 'cache-lost', frame(8), 60, undefined, true);
+    await written('cache-lost');
     const got = await other.c.get('a', 'cache-lost');
     t.equal(got?.message, frame(8), 'the Redis entry is the answer');
-    t.ok(Date.now() - started >= IN_FLIGHT_MS - 100, 'after the in-flight wait');
+    // the wait ends IN_FLIGHT_MS after the SET (less the entry's age when read)
+    t.ok(Date.now() - started >= IN_FLIGHT_MS - 100, `not before the entry is ${IN_FLIGHT_MS} ms old (${Date.now() - started} ms)`);
     t.equal(other.c.waiting, 0, 'and the waiter is gone');
   });
 
@@ -111,6 +117,7 @@ t.test('SharedCache against a real Redis', async (t) => {
     const cacheSet = (channel: string, v: number) => ({ type: 'cache_set', app: 'a', channel, message: frame(v), ttl: 60 }) as const;
     svc.handle(cacheSet('cache-own', 1), 1); // from shard 1
     svc.handle(cacheSet('cache-from-primary', 2), 2); // from thread `shards`: the primary's bridge
+    await written('cache-own');
     const reader = await open();
     t.equal((await reader.c.get('a', 'cache-own'))?.message, frame(1), 'a shard\'s publish is in Redis');
     t.equal(await reader.c.get('a', 'cache-from-primary'), null, 'a bridged one is not');
