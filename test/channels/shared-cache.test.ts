@@ -115,8 +115,10 @@ t.test('SharedCache against a real Redis', async (t) => {
       cacheStore: store, sharedCache: shared, log: noLog, out: (e) => e,
     });
     const cacheSet = (channel: string, v: number) => ({ type: 'cache_set', app: 'a', channel, message: frame(v), ttl: 60 }) as const;
-    svc.handle(cacheSet('cache-own', 1), 1); // from shard 1
+    // the bridged one first: had it been written, its SET would be ahead of the other's on
+    // the one connection, so Redis having the second one is the marker for both
     svc.handle(cacheSet('cache-from-primary', 2), 2); // from thread `shards`: the primary's bridge
+    svc.handle(cacheSet('cache-own', 1), 1); // from shard 1
     await written('cache-own');
     const reader = await open();
     t.equal((await reader.c.get('a', 'cache-own'))?.message, frame(1), 'a shard\'s publish is in Redis');
