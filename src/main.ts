@@ -13,6 +13,7 @@ import { createPrimaryEndpoint, type Bridge, type PrimaryEndpoint } from './chan
 import type { ConsoleServer } from './console/server';
 import type { ControlMsg } from './bus/messages';
 import { CacheChannels } from './channels/cache';
+import { checkSharedCache } from './channels/shared-cache';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
 import { assertSupported } from './config/support';
@@ -140,7 +141,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const bus = new Bus(shards, topology);
   const endpoint = createPrimaryEndpoint({
     bus, interest, shards, log,
-    cache: config.cache.driver === 'memory' ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null,
+    cache: config.cache.driver === 'none' ? null : new CacheChannels(bus, shards, config.channel_limits.cache_ttl),
     delta: delta ? deltaRoute(bus, delta.sequencer, {
       fossil: new Interest(delta.interest.fossil, shards, -1),
       xdelta3: new Interest(delta.interest.xdelta3, shards, -1),
@@ -361,6 +362,8 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   assertSupported(config);
   // A configured Redis for the rate limiter must answer now (RateLimiterUnavailable if not).
   await checkRateLimiter(config);
+  // So must the Redis of cache.driver redis / redis-cluster (CacheUnavailable if not).
+  await checkSharedCache(config);
   /** The primary's own metrics (e.g. shard_restarts_total); null when metrics are off. */
   const primaryMetrics = config.metrics.enabled ? new PromMetrics(config.metrics.prefix) : null;
   // Webhooks are sent from this thread; a redis queue must answer now (WebhookQueueUnavailable if not).

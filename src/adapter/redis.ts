@@ -86,7 +86,22 @@ class RedisTransport implements Transport {
   }
 }
 
-function standaloneClient(cfg: RedisConfig, role: string): Redis {
+/**
+ * How a Redis client of ringcast behaves, whatever it is for (the adapter's two
+ * connections, the cache driver's, channels/shared-cache.ts): `queue` lets commands wait
+ * for a connection (a subscriber's SUBSCRIBE must); without it a command while
+ * disconnected fails at once, and so does a retry (maxRetriesPerRequest 0).
+ */
+export interface RedisRole {
+  /** CLIENT SETNAME: `ringcast-<name>`. */
+  name: string;
+  queue: boolean;
+  /** ms a command may take before it fails (a hung server); none when absent. */
+  commandTimeoutMs?: number;
+}
+
+/** A client for one Redis or a Sentinel-managed master, from `database.redis`. */
+export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
   const sentinel = cfg.sentinels.length > 0;
   return new Redis({
     ...(sentinel
@@ -95,12 +110,30 @@ function standaloneClient(cfg: RedisConfig, role: string): Redis {
     username: cfg.username ?? undefined,
     password: cfg.password ?? undefined,
     db: cfg.db,
-    // the subscriber must queue its SUBSCRIBE until connected; the publisher never queues
-    enableOfflineQueue: role === 'sub',
+    enableOfflineQueue: role.queue,
     connectTimeout: CONNECT_TIMEOUT_MS,
-    maxRetriesPerRequest: role === 'sub' ? null : 0,
+    ...(role.commandTimeoutMs ? { commandTimeout: role.commandTimeoutMs } : {}),
+    maxRetriesPerRequest: role.queue ? null : 0,
     retryStrategy: retryDelay,
-    connectionName: `ringcast-adapter-${role}`,
+    connectionName: `ringcast-${role.name}`,
+  });
+}
+
+/** A Redis Cluster client from `database.redis_cluster`; `sharded`: it subscribes with SSUBSCRIBE. */
+export function redisClusterClient(cfg: Config['database']['redis_cluster'], role: RedisRole & { sharded?: boolean }): Cluster {
+  return new Cluster(cfg.nodes, {
+    enableOfflineQueue: role.queue,
+    shardedSubscribers: role.sharded === true,
+    clusterRetryStrategy: retryDelay,
+    slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
+    redisOptions: {
+      username: cfg.username ?? undefined,
+      password: cfg.password ?? undefined,
+      connectTimeout: CONNECT_TIMEOUT_MS,
+      ...(role.commandTimeoutMs ? { commandTimeout: role.commandTimeoutMs } : {}),
+      maxRetriesPerRequest: role.queue ? null : 0,
+      connectionName: `ringcast-${role.name}`,
+    },
   });
 }
 
@@ -111,23 +144,17 @@ export function redisWhere(cfg: RedisConfig): string {
 }
 
 export function createRedisTransport(cfg: RedisConfig): Transport {
-  return new RedisTransport('redis', redisWhere(cfg), standaloneClient(cfg, 'pub'), standaloneClient(cfg, 'sub'));
+  // the subscriber must queue its SUBSCRIBE until connected; the publisher never queues
+  return new RedisTransport('redis', redisWhere(cfg),
+    redisClient(cfg, { name: 'adapter-pub', queue: false }), redisClient(cfg, { name: 'adapter-sub', queue: true }));
+}
+
+export function redisClusterWhere(cfg: Config['database']['redis_cluster']): string {
+  return `cluster ${cfg.nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
 }
 
 export function createRedisClusterTransport(cfg: Config['database']['redis_cluster']): Transport {
-  const client = (role: string) => new Cluster(cfg.nodes, {
-    enableOfflineQueue: role === 'sub',
-    shardedSubscribers: role === 'sub',
-    clusterRetryStrategy: retryDelay,
-    slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
-    redisOptions: {
-      username: cfg.username ?? undefined,
-      password: cfg.password ?? undefined,
-      connectTimeout: CONNECT_TIMEOUT_MS,
-      maxRetriesPerRequest: role === 'sub' ? null : 0,
-      connectionName: `ringcast-adapter-${role}`,
-    },
-  });
-  const where = `cluster ${cfg.nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
-  return new RedisTransport('redis-cluster', where, client('pub'), client('sub'), true);
+  return new RedisTransport('redis-cluster', redisClusterWhere(cfg),
+    redisClusterClient(cfg, { name: 'adapter-pub', queue: false }),
+    redisClusterClient(cfg, { name: 'adapter-sub', queue: true, sharded: true }), true);
 }

@@ -10,6 +10,8 @@
 //                  that is the point of a cache channel.
 //   CacheChannels  the shard side: `remember` (publisher → owner, `cache_set`), `lookup`
 //                  (API → owner, `cache_get`) and `forReplay` (a new subscription).
+//   SharedCache    cache.driver redis / redis-cluster (shared-cache.ts): the owner's store
+//                  written through to Redis and read back on a local miss.
 //
 // Order (see docs/architecture.md, "Cache channels"): the publisher writes `cache_set` to
 // the owner *before* the publish frames. A subscriber whose shard delivered the publish
@@ -53,10 +55,15 @@ export class CacheStore {
   }
 
   set(app: string, channel: string, message: string, ttlSeconds: number, tags?: string): void {
+    this.setMs(app, channel, message, ttlSeconds * 1000, tags);
+  }
+
+  /** set() with the time left in ms (an entry read back from Redis, shared-cache.ts). */
+  setMs(app: string, channel: string, message: string, ttlMs: number, tags?: string): void {
     const key = app + ' ' + channel;
     // delete first: the Map keeps insertion order, the newest entries last
     this.entries.delete(key);
-    this.entries.set(key, { message, expiresAt: this.now() + ttlSeconds * 1000, tags });
+    this.entries.set(key, { message, expiresAt: this.now() + ttlMs, tags });
   }
 
   /** The entry, or null when there is none or it has expired (then it is dropped). */
@@ -101,7 +108,7 @@ export class CacheStore {
 /** What a new subscription gets: the cached frame, a miss, or nothing (a live event got there first). */
 export type Replay = { kind: 'hit'; message: string; tags: string | null } | { kind: 'miss' } | { kind: 'live' };
 
-/** Shard side of cache channels (built only with cache.driver `memory`). */
+/** Shard side of cache channels (every cache.driver but `none`). */
 export class CacheChannels {
   /**
    * Topics with a replay question in flight on this shard: the count of live API

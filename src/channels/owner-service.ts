@@ -19,6 +19,7 @@ import { isPresence } from '../protocol/channels';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import type { CacheStore } from './cache';
+import type { SharedCache } from './shared-cache';
 import { OwnerStore, userKey, type OwnerEvents } from './owner';
 import { RemoteCounts, RemotePresence } from './remote-presence';
 import type { Outgoing, Publisher } from './publisher';
@@ -56,6 +57,8 @@ export interface OwnerServiceDeps {
   reply(to: number, req: number, body: unknown): void;
   /** null with cache.driver `none`. */
   cacheStore: CacheStore | null;
+  /** cache.driver redis / redis-cluster: the store written through to Redis (shared-cache.ts); else null. */
+  sharedCache?: SharedCache | null;
   log: Logger;
   metrics?: MetricsSink;
   out(canonical: string): string;
@@ -86,6 +89,7 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
   const countDelay = deps.countDelayMs ?? COUNT_DELAY_MS;
   const countTimers = new Map<string, NodeJS.Timeout>();
   const cluster = deps.cluster ?? null;
+  const shared = deps.sharedCache ?? null;
   const remote = new RemotePresence();
   const remoteCounts = new RemoteCounts();
   const member = (op: 'added' | 'removed', app: string, channel: string, userId: unknown, userInfo: unknown, except = '') =>
@@ -215,9 +219,24 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
         case 'members':
           return deps.reply(from, msg.req, store.members(msg.app, msg.channel));
         case 'cache_set':
+          // shared: written to Redis only when made on this node; the primary (thread
+          // `shards`) sends the publishes it bridged from the other nodes, written by theirs
+          if (shared) return shared.set(msg.app, msg.channel, msg.message, msg.ttl, msg.tags, from !== deps.shards);
           return deps.cacheStore?.set(msg.app, msg.channel, msg.message, msg.ttl, msg.tags);
-        case 'cache_get':
-          return deps.reply(from, msg.req, deps.cacheStore?.get(msg.app, msg.channel) ?? null);
+        case 'cache_get': {
+          if (!shared) return deps.reply(from, msg.req, deps.cacheStore?.get(msg.app, msg.channel) ?? null);
+          const got = shared.get(msg.app, msg.channel);
+          if (!(got instanceof Promise)) return deps.reply(from, msg.req, got);
+          // a local miss asks Redis; the owner goes on meanwhile (shared-cache.ts: the order)
+          void got.then((r) => {
+            try {
+              deps.reply(from, msg.req, r);
+            } catch (err) {
+              log.warn({ err, channel: msg.channel }, 'cache channel: the answer from Redis could not be sent back');
+            }
+          });
+          return;
+        }
       }
     },
     stop() {

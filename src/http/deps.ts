@@ -23,6 +23,8 @@ export interface ApiDeps {
   cache?: CacheChannels | null;
   /** In a cluster: whether the adapter's backend is reachable (absent: a single node). */
   clusterUp?: () => boolean;
+  /** cache.driver redis / redis-cluster: whether its Redis is reachable (absent: no shared cache). */
+  cacheUp?: () => boolean;
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
 }

@@ -48,6 +48,7 @@ const COUNTERS: Record<CounterName, Def> = {
   webhooks_sent_total: { help: 'Webhook requests delivered (2xx answer, or a Lambda invoke accepted)', labels: ['app_id'] },
   webhooks_failed_total: { help: 'Webhook requests given up (reason: status (a 4xx or the last retryable answer), network, timeout, config)', labels: ['app_id', 'reason'] },
   webhook_retries_total: { help: 'Webhook requests sent again after a retryable failure', labels: ['app_id'] },
+  cache_errors_total: { help: 'Cache channel reads and writes the cache driver\'s Redis failed (op: read, write)', labels: ['op'] },
   webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
 };
 

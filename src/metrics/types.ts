@@ -19,7 +19,9 @@ export type CounterName =
   /** ours: shard threads restarted by the primary after a crash */
   | 'shard_restarts_total'
   /** ours: webhook requests delivered (2xx), failed for good, retried, or dropped before sending */
-  | 'webhooks_sent_total' | 'webhooks_failed_total' | 'webhook_retries_total' | 'webhooks_dropped_total';
+  | 'webhooks_sent_total' | 'webhooks_failed_total' | 'webhook_retries_total' | 'webhooks_dropped_total'
+  /** ours: cache.driver redis / redis-cluster commands that failed (op read / write) */
+  | 'cache_errors_total';
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'

@@ -8,6 +8,7 @@ import { AppRegistry } from '../apps/registry';
 import { Bus } from '../bus/bus';
 import type { ControlMsg } from '../bus/messages';
 import { CacheChannels, CacheStore } from '../channels/cache';
+import { createSharedCache } from '../channels/shared-cache';
 import { ConnectionCounters } from '../channels/counters';
 import { bridgeOut } from '../channels/bridge';
 import { createClusterDirectory } from '../channels/cluster-directory';
@@ -75,7 +76,9 @@ const counters = new ConnectionCounters(init.counters);
 /** memory driver: maps the primary's buffer, so its limits are per process (ratelimit/memory.ts). */
 const limiter = createRateLimiter(config, { memory: init.ratelimit, log: logOf('ratelimit') });
 /** Cache channels (channels/cache.ts): the entries of the channels this shard owns; off with cache.driver `none`. */
-const cacheStore = config.cache.driver === 'memory' ? new CacheStore() : null;
+const cacheStore = config.cache.driver === 'none' ? null : new CacheStore();
+/** cache.driver redis / redis-cluster: those entries written through to Redis (channels/shared-cache.ts). */
+const sharedCache = createSharedCache(config, cacheStore, { metrics, log: logOf('cache') });
 const cache = cacheStore ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null;
 cacheStore?.startSweep(30_000);
 /** Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts). */
@@ -118,7 +121,7 @@ const webhooks = appsWithWebhooks(config) ? createShardWebhooks({
   count: (app, channel) => owner.store.info(app, channel).subscription_count,
 }) : null;
 const owner = createOwnerService({
-  shards, apps, cacheStore,
+  shards, apps, cacheStore, sharedCache,
   publisher: tap ? { publishOne: (m) => publisher.publishOne(m), member: (m) => { tap.member(m); publisher.member(m); } } : publisher, log: logOf('channels'), metrics, out,
   defaultMaxMembers: config.presence.max_members_per_channel,
   reply: (to, req, body) => bus.reply(to, req, body),
@@ -191,6 +194,7 @@ const failover = createFailover({
     for (const ws of [...sockets.values()]) ws.close();
     bus.stop();
     void limiter.close();
+    void sharedCache?.close();
   },
   endThread: () => parentPort!.close(),
   // the crash rule of webhooks (webhooks/ledger.ts): the rebuilt state, before anything changes
@@ -233,6 +237,7 @@ const clusterUp = new Int32Array(init.clusterUp);
 registerRoutes(uws, {
   config, apps, publisher, directory, log: logOf('http'), metrics, limiter, cache,
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
+  cacheUp: sharedCache ? () => sharedCache.isUp() : undefined,
   stopping: () => stopping,
 });
 
@@ -253,9 +258,16 @@ function closeListeners(): void {
 // A Redis rate limiter connects before the shard listens (the primary has checked that it
 // answers). Should it still not be ready in time, listen anyway: limited API requests
 // answer 503 until Redis is reachable (fail closed), the rest works.
-void limiter.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
-  log.error({ err }, 'rate limiter not ready; limited API requests answer 503 until it is');
-}).then(() => {
+// So does the Redis of cache.driver redis: a subscriber must not miss an entry for want
+// of a connection. Not ready in time: cache channels answer from memory until it is.
+void Promise.all([
+  limiter.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
+    log.error({ err }, 'rate limiter not ready; limited API requests answer 503 until it is');
+  }),
+  sharedCache?.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
+    log.error({ err }, 'cache Redis not ready; cache channels replay only this node\'s memory until it is');
+  }),
+]).then(() => {
   if (stopping) return;
   uws.listen(config.host, init.port, (ls) => {
     if (!ls) {
@@ -284,7 +296,9 @@ const shutdown = createShutdown({
   closeListener: closeListeners,
   // In the native binding, not in uWS's TypeScript types.
   closeAll: () => (uws as TemplatedApp & { close(): void }).close(),
-  bus, limiter, post, log,
+  bus, post, log,
+  // an open Redis socket would keep this thread alive
+  limiter: { close: () => Promise.all([limiter.close(), sharedCache?.close()]).then(() => undefined) },
   endThread: () => parentPort!.close(),
   graceMs: config.shutdown_grace_period,
   clock: { setTimeout },

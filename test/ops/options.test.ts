@@ -51,7 +51,8 @@ const CLAIMS: Record<string, Claim> = {
   'adapter.nats.token': { effect: ['src/adapter/nats.ts', 'token: this.cfg.token'] },
   'adapter.nats.prefix': { effect: ['src/adapter/index.ts', 'config.adapter.nats.prefix'] },
   'adapter.buffer_multiplier_per_cpu': { refused: { adapter: { buffer_multiplier_per_cpu: 128 } }, why: /adapter\.buffer_multiplier_per_cpu: the adapter has no per-CPU buffer/ },
-  'cache.driver': { effect: ['src/shard/worker.ts', "config.cache.driver === 'memory'"] },
+  // memory / none in the shard (worker.ts); redis / redis-cluster in channels/shared-cache.ts
+  'cache.driver': { effect: ['src/channels/shared-cache.ts', "config.cache.driver === 'redis-cluster'"] },
   'queue.driver': { effect: ['src/webhooks/service.ts', "config.queue.driver === 'redis'"] },
   'rate_limiter.enabled': { effect: ['src/ratelimit/index.ts', 'rate_limiter.enabled'] },
   'rate_limiter.driver': { effect: ['src/ratelimit/index.ts', 'rate_limiter.driver'] },
