@@ -33,6 +33,7 @@ import { startPrimaryCluster } from './shard/cluster';
 import { appsWithWebhooks, startWebhookService, type WebhookService } from './webhooks/service';
 import { spawnSequencer, type SequencerHandle } from './delta/spawn';
 import { deltaRoute } from './delta/stage';
+import { coordinated } from './delta/coord';
 import type { DeltaShardInit } from './delta/init';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
@@ -141,7 +142,8 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const endpoint = createPrimaryEndpoint({
     bus, interest, shards, log,
     cache: config.cache.driver === 'memory' ? new CacheChannels(bus, shards, config.channel_limits.cache_ttl) : null,
-    delta: delta ? deltaRoute(bus, delta.sequencer, {
+    // with cluster_coordination remote events reach the sequencer as records (delta/coord.ts)
+    delta: delta && !coordinated(config) ? deltaRoute(bus, delta.sequencer, {
       fossil: new Interest(delta.interest.fossil, shards, -1),
       xdelta3: new Interest(delta.interest.xdelta3, shards, -1),
     }) : null,

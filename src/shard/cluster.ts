@@ -14,6 +14,9 @@ import { nodeAnswer, type ClusterQuestion } from '../channels/cluster-directory'
 import { ConnectionCounters } from '../channels/counters';
 import { createBusDirectory } from '../channels/directory';
 import type { Config } from '../config/types';
+import { coordinated, startDeltaCoordination, type DeltaCoord } from '../delta/coord';
+import type { DeltaShardInit } from '../delta/init';
+import { Interest } from '../channels/interest';
 import type { MetricsSink } from '../metrics/types';
 
 /** How long a node waits for the other nodes' answers to a channel question (then answers with what came). */
@@ -26,7 +29,7 @@ export interface ClusterWiring {
   bus: Bus;
   bridge: Bridge;
   /** What the shards share: counters memory, the current app slots, the cluster-up flag. */
-  base: { shards: number; counters: SharedArrayBuffer; appSlots: Record<string, number>; clusterUp: SharedArrayBuffer };
+  base: { shards: number; counters: SharedArrayBuffer; appSlots: Record<string, number>; clusterUp: SharedArrayBuffer; delta?: DeltaShardInit | null };
   log: Logger;
   metrics: MetricsSink;
 }
@@ -54,9 +57,16 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   }
   const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log });
   const counts = shareConnectionCounts({ cluster: node, counters: new ConnectionCounters(base.counters), slots: () => base.appSlots });
+  // delta_compression.cluster_coordination: stream positions agreed over the cluster
+  const d = base.delta;
+  const coord: DeltaCoord | null = d && coordinated(w.config) ? await startDeltaCoordination({
+    config: w.config, node, transport: w.transport, prefix: subjectPrefix(w.config), bus, sequencer: d.sequencer, log, metrics,
+    interest: { fossil: new Interest(d.interest.fossil, base.shards, -1), xdelta3: new Interest(d.interest.xdelta3, base.shards, -1) },
+  }) : null;
   node.onStop(() => {
     counts.stop();
     presence.stop();
+    coord?.stop();
   });
   // the shards' /up/{appId} reads it
   const up = new Int32Array(base.clusterUp);
@@ -68,6 +78,7 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
     renewed: (shard) => presence.resend(shard),
     control: (msg, from) => {
       if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
+      if (msg.type === 'delta_origin') return coord?.origin(msg);
       if (msg.type !== 'cluster_ask') {
         log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
         return;
