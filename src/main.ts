@@ -33,7 +33,7 @@ import { startPrimaryCluster } from './shard/cluster';
 import { appsWithWebhooks, startWebhookService, type WebhookService } from './webhooks/service';
 import { spawnSequencer, type SequencerHandle } from './delta/spawn';
 import { deltaRoute } from './delta/stage';
-import { coordinated } from './delta/coord';
+import { coordinated, withDeltaLocal, type DeltaLocal } from './delta/coord';
 import type { DeltaShardInit } from './delta/init';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
@@ -380,6 +380,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks);
     if (!started) continue;
     let cluster: ClusterNode | null = null;
+    let deltaLocal: DeltaLocal | null = null; // cluster_coordination (delta/coord.ts)
     if (transport) {
       try {
         const pc = await startPrimaryCluster({
@@ -388,6 +389,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         cluster = pc.node;
         started.control.handler = pc.control;
         started.control.renewed = pc.renewed;
+        deltaLocal = pc.deltaLocal;
       } catch (err) {
         await transport.close().catch(() => undefined);
         await stopShards(started.handles, config.shutdown_grace_period, log);
@@ -418,7 +420,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     if (config.console.enabled) {
       const cc = config.console;
       try {
-        consoleServer = await openConsole({ config, base: started.base, bus: started.bus, endpoint: started.endpoint, handles: () => started.handles, reloader, log });
+        consoleServer = await openConsole({ config, base: started.base, bus: started.bus, handles: () => started.handles, reloader, log, endpoint: withDeltaLocal(started.endpoint, deltaLocal) });
       } catch (err) {
         await metricsServer?.close();
         await cluster?.stop();

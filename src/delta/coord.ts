@@ -2,7 +2,7 @@
 // messages of a stream in full, whichever node they were published on and whenever a
 // node started. The primary of each node runs this, above the cluster transport.
 //
-//   origin node   shard ─(coordRoute: control delta_origin)─▶ primary ── req ──▶ `<prefix>.dseq.req`
+//   origin node   shard ─(coordRoute: control delta_origin)─▶ primary ── req ──▶ `<prefix>.dseq.req.<coordinator>`
 //   coordinator   the node with the smallest id: numbers the stream (a counter per
 //                 (app, channel, event, conflation value)) ── record ──▶ `<prefix>.dseq`
 //   every node    record ─▶ its sequencer, as [force|STAMPED][position][envelope] (delta/wire.ts)
@@ -22,8 +22,14 @@
 //     backend or the coordinator is down, the coordinator changed), or the backend is
 //     down, the origin publishes the record without a position and feeds its own
 //     sequencer with it: every node decides that message locally (streams.ts rule 2).
-//     Counted in delta_coordination_fallbacks_total.
-//  3. A new coordinator (the old one stopped, or a node with a smaller id joined) starts
+//     Counted in delta_coordination_fallbacks_total. After a timeout the origin decides
+//     locally at once for SUSPECT_MS, then asks again (a dead coordinator is noticed by
+//     cluster health only after node_timeout_ms: until then each event would wait).
+//     A record that comes back ends it.
+//  3. The origin names the coordinator in its request (the smallest id it knows of) and
+//     only that node answers: while views of the cluster differ (a node joining) no
+//     request is numbered twice; one sent to a node that died goes unanswered (rule 2).
+//     A new coordinator (the old one stopped, or a node with a smaller id joined) starts
 //     its counters at 0: every stream's next message is full on every node, and the
 //     numbering restarts (a position not after the base goes full: streams.ts rule 4).
 //  4. The coordinator forgets a stream's counter after max_state_age_secs without a
@@ -42,6 +48,8 @@ import { conflationValueOf, forceOf, stampedInput } from './wire';
 
 /** How long an origin waits for the coordinator's record before deciding locally (rule 2). */
 export const COORD_TIMEOUT_MS = 1000;
+/** After a timeout, how long events are decided locally without asking (rule 2). */
+const SUSPECT_MS = 5000;
 
 export type DeltaOrigin = Extract<ControlMsg, { type: 'delta_origin' }>;
 
@@ -56,6 +64,8 @@ interface Wire {
   m: string;
   p?: number;
   k?: string;
+  /** Request: the coordinator the origin chose (the only node that answers it). */
+  to?: string;
 }
 
 /** Whether this process numbers delta streams with the cluster (validation refuses it with the local adapter). */
@@ -81,6 +91,24 @@ export function coordRoute(bus: PipelineBus, primary: number): OutboundStage {
   };
 }
 
+/** An event published on this node only (the console's), for its delta clients. */
+export type DeltaLocal = (app: string, channel: string, message: string) => void;
+
+/**
+ * The console publishes through the primary's endpoint, whose publishes do not reach the
+ * sequencer in this mode (they are the other nodes' events): this one's are fed to it.
+ */
+export function withDeltaLocal<E extends { publish(app: string, channel: string, except: string, message: string, tags?: string | null): void }>(endpoint: E, local: DeltaLocal | null): E {
+  if (local === null) return endpoint;
+  return {
+    ...endpoint,
+    publish(app: string, channel: string, except: string, message: string, tags?: string | null) {
+      endpoint.publish(app, channel, except, message, tags);
+      local(app, channel, message);
+    },
+  };
+}
+
 export interface DeltaCoordDeps {
   config: Config;
   node: ClusterNode;
@@ -99,6 +127,8 @@ export interface DeltaCoordDeps {
 export interface DeltaCoord {
   /** A local event from a shard (control delta_origin). */
   origin(msg: DeltaOrigin): void;
+  /** An event for this node's clients only (the console's): decided locally, no position. */
+  local(app: string, channel: string, message: string): void;
   stop(): void;
 }
 
@@ -110,7 +140,7 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
   const metrics = deps.metrics ?? noMetrics;
   const timeoutMs = deps.timeoutMs ?? COORD_TIMEOUT_MS;
   const settings = new ChannelSettings(deps.config.apps);
-  const subj = { rec: `${deps.prefix}.dseq`, req: `${deps.prefix}.dseq.req` };
+  const subj = { rec: `${deps.prefix}.dseq`, req: (n: string) => `${deps.prefix}.dseq.req.${n}` };
   const to = [deps.sequencer];
   const scratch: number[] = [];
   const tables = [deps.interest.fossil, deps.interest.xdelta3];
@@ -122,6 +152,8 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
   let seen = new Set<string>();
   let seenBefore = new Set<string>();
   let nextId = 1;
+  /** Rule 2: after a timeout, decide locally at once until then (no wait per message). */
+  let suspectUntil = 0;
 
   const coordinator = (): string => {
     let min = node.id;
@@ -153,6 +185,7 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
     if (r.o === node.id) {
       const timer = pending.get(r.i);
       if (timer === undefined) return; // decided locally already (rule 2)
+      suspectUntil = 0; // the coordinator answers again
       clearTimeout(timer);
       pending.delete(r.i);
       feed(r);
@@ -179,8 +212,9 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
 
   function onRequest(buf: Uint8Array): void {
     const r = JSON.parse(dec.decode(buf)) as Wire;
-    // every node hears the request; the one that is the coordinator in its own view answers
-    if (coordinator() === node.id) stamp(r);
+    // the node the origin chose answers, whatever its own view (two nodes never both
+    // answer while their views of the cluster differ)
+    if (r.to === node.id) stamp(r);
   }
 
   const guard = (what: string, fn: (b: Uint8Array) => void) => (b: Uint8Array) => {
@@ -192,7 +226,7 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
     }
   };
   await tx.subscribe(subj.rec, guard('record', onRecord));
-  await tx.subscribe(subj.req, guard('request', onRequest));
+  await tx.subscribe(subj.req(node.id), guard('request', onRequest));
 
   const maxAge = deps.config.delta_compression.max_state_age_secs * 1000;
   const timers = [
@@ -219,20 +253,25 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
       const ch = settings.of(msg.app, msg.channel);
       const value = ch.conflationKey === null ? '' : conflationValueOf(parsed.data, ch.conflationKey.split('.'));
       r.k = String(parsed.event) + '\0' + value;
-      if (!tx.isUp()) return fallback(r);
+      if (!tx.isUp() || Date.now() < suspectUntil) return fallback(r);
       const timer = setTimeout(() => {
         pending.delete(r.i);
-        log.warn({ channel: r.c, coordinator: coordinator() }, 'delta coordination: no stream position in time; decided locally');
+        if (Date.now() >= suspectUntil) log.warn({ channel: r.c, coordinator: coordinator() }, 'delta coordination: no stream position in time; deciding locally for a while');
+        suspectUntil = Date.now() + SUSPECT_MS;
         fallback(r);
       }, timeoutMs);
       pending.set(r.i, timer);
       // the coordinator numbers its own events at once: one trip through the backend less
-      if (coordinator() === node.id) stamp(r);
-      else if (!tx.publish(subj.req, enc.encode(JSON.stringify(r)))) {
+      r.to = coordinator();
+      if (r.to === node.id) stamp(r);
+      else if (!tx.publish(subj.req(r.to), enc.encode(JSON.stringify(r)))) {
         clearTimeout(timer);
         pending.delete(r.i);
         fallback(r);
       }
+    },
+    local(app, channel, message) {
+      if (!isEncrypted(channel)) feed({ o: node.id, i: 0, a: app, c: channel, x: '', f: 0, m: message, p: -1 });
     },
     stop() {
       for (const t of timers) clearInterval(t);

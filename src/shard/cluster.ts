@@ -14,7 +14,7 @@ import { nodeAnswer, type ClusterQuestion } from '../channels/cluster-directory'
 import { ConnectionCounters } from '../channels/counters';
 import { createBusDirectory } from '../channels/directory';
 import type { Config } from '../config/types';
-import { coordinated, startDeltaCoordination, type DeltaCoord } from '../delta/coord';
+import { coordinated, startDeltaCoordination, type DeltaCoord, type DeltaLocal } from '../delta/coord';
 import type { DeltaShardInit } from '../delta/init';
 import { Interest } from '../channels/interest';
 import type { MetricsSink } from '../metrics/types';
@@ -40,6 +40,8 @@ export interface PrimaryCluster {
   control: (msg: ControlMsg, from: number) => void;
   /** A shard's rings were renewed for its replacement: re-send it the other nodes' state. */
   renewed: (shard: number) => void;
+  /** cluster_coordination: an event published on this node only (the console) to its delta clients; null otherwise. */
+  deltaLocal: DeltaLocal | null;
 }
 
 /** Joins the cluster; rejects (AdapterUnavailable) when the backend does not answer in time. */
@@ -76,6 +78,7 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   return {
     node,
     renewed: (shard) => presence.resend(shard),
+    deltaLocal: coord ? (app, channel, message) => coord.local(app, channel, message) : null,
     control: (msg, from) => {
       if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
       if (msg.type === 'delta_origin') return coord?.origin(msg);

@@ -8,6 +8,7 @@
 import t from 'tap';
 import { eventually, startServer, type TestServer } from '../helpers/server';
 import { Books, core, DeltaClient, rng } from '../delta/clients';
+import { metric } from '../faults/api';
 import { startBackend, type Backend } from './backends';
 
 const NODE_WORKERS = 2;
@@ -35,7 +36,10 @@ for (const name of BACKENDS) {
   t.test(`${name}: full messages at the same positions on every node`, async (t) => {
     const backend = await startBackend(name);
     t.teardown(() => backend.stop());
-    const cfg = { ...backend.config(), workers: NODE_WORKERS, delta_compression: { cluster_coordination: true, full_message_interval: INTERVAL } };
+    const cfg = {
+      ...backend.config(), workers: NODE_WORKERS, metrics: { enabled: true, port: 0, host: '127.0.0.1' },
+      delta_compression: { cluster_coordination: true, full_message_interval: INTERVAL },
+    };
     const nodes: TestServer[] = [];
     const start = async () => {
       const s = await startServer(cfg);
@@ -99,5 +103,15 @@ for (const name of BACKENDS) {
       t.same(c.delta.events(channel), c.plain.events(channel), `node ${who}: the delta client reconstructs the plain client's envelopes byte for byte`);
       t.equal(c.delta.decoder!.stats.syncErrors, 0, `node ${who}: no sync error`);
     }
+    for (const n of nodes) t.equal(await metric(n.server.metricsPort!, 'delta_coordination_fallbacks_total'), 0, 'no message was decided locally');
+
+    // the backend goes down: node A decides locally (counted) and its clients still decode
+    await backend.kill();
+    await eventually(() => !a.server.cluster!.isUp(), 10_000, 'node A to see the backend down');
+    const before = onNode[0].plain.events(channel).length;
+    for (let i = 0; i < 3; i++) await a.sdk().trigger(channel, 'update', books.update('X'));
+    for (const cl of [onNode[0].plain, onNode[0].delta]) await cl.until(() => cl.events(channel).length >= before + 3, 'the local events');
+    t.same(onNode[0].delta.events(channel), onNode[0].plain.events(channel), 'backend down: node A\'s delta client still reconstructs byte for byte');
+    t.equal(await metric(a.server.metricsPort!, 'delta_coordination_fallbacks_total'), 3, 'three local decisions, counted');
   });
 }
