@@ -30,8 +30,8 @@ const USAGE = `Usage: node dist/bench/delta/coordination.js [options]
 
   --backends LIST    redis, nats                                     [redis,nats]
   --workers N        shards per node                                 [2]
-  --subs N           delta subscribers per node                      [20]
-  --rate N           publishes per second                            [200]
+  --subs N           delta subscribers per node                      [10]
+  --rate N           publishes per second                            [100]
   --seconds S        measured window (after 2 s of warm-up)          [10]
   --runs N           runs per setup (medians reported)               [3]
   --json FILE        also append the JSON lines to FILE
@@ -42,8 +42,8 @@ const o = readOptions(process.argv.slice(2), USAGE, ['backends', 'workers', 'sub
 const BACKENDS = (o.get('backends') ?? 'redis,nats').split(',').map((s) => s.trim()) as Backend[];
 for (const b of BACKENDS as string[]) if (b !== 'redis' && b !== 'nats') throw new Error(`--backends: "${b}" is not redis or nats`);
 const WORKERS = Math.floor(o.num('workers', 2, 1));
-const SUBS = Math.floor(o.num('subs', 20, 1));
-const RATE = o.num('rate', 200, 1);
+const SUBS = Math.floor(o.num('subs', 10, 1));
+const RATE = o.num('rate', 100, 1);
 const SECONDS = o.num('seconds', 10, 1);
 const RUNS = Math.floor(o.num('runs', 3, 1));
 const JSON_FILE = o.get('json') ?? null;

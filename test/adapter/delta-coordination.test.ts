@@ -6,14 +6,16 @@
 // node receives.
 
 import t from 'tap';
-import { eventually, startServer, type TestServer } from '../helpers/server';
+import { APP, eventually, startServer, type TestServer } from '../helpers/server';
+import { signedPost } from '../helpers/http';
 import { Books, core, DeltaClient, rng } from '../delta/clients';
 import { metric } from '../faults/api';
 import { startBackend, type Backend } from './backends';
 
 const NODE_WORKERS = 2;
 const INTERVAL = 4;
-const BACKENDS = (process.env.RINGCAST_TEST_BACKENDS?.split(',') as Backend['name'][] | undefined)?.filter((b) => b === 'redis' || b === 'nats') ?? ['redis', 'nats'];
+/** redis and nats (the brief's two transports); RINGCAST_TEST_BACKENDS may name others (redis-cluster, redis-sentinel). */
+const BACKENDS = (process.env.RINGCAST_TEST_BACKENDS?.split(',') as Backend['name'][] | undefined) ?? ['redis', 'nats'];
 
 /** Each delta message a client got: its seq and whether it came full. */
 function positions(c: DeltaClient, channel: string): { seq: number; full: boolean }[] {
@@ -83,14 +85,24 @@ for (const name of BACKENDS) {
     const lateClients = { ...(await clients(late)), skip: sent };
     onNode.push(lateClients);
     await publish(23);
+    // "delta": false on a publish to node B: every node sends that message in full (at a
+    // position that would have been a delta's)
+    if ((positions(onNode[0].delta, channel).at(-1)!.seq + 1) % (INTERVAL + 1) === 0) await publish(1);
+    const forced = await signedPost(b.port, APP, 'events', { name: 'update', channel, data: books.update('X'), delta: false });
+    t.equal(forced.status, 200, 'a publish with "delta": false');
+    sent++;
+    for (const c of onNode) for (const cl of [c.plain, c.delta]) await cl.until(() => cl.events(channel).length >= sent - c.skip, 'the forced event');
+    const lasts = onNode.map((c) => positions(c.delta, channel).at(-1)!);
+    t.ok(lasts.every((p) => p.full && p.seq === lasts[0].seq), `"delta": false: full on every node, at seq ${lasts[0].seq} everywhere`);
+    t.not(lasts[0].seq % (INTERVAL + 1), 0, 'a position that is not an interval\'s');
 
     const [pa, pb] = [positions(onNode[0].delta, channel), positions(onNode[1].delta, channel)];
     t.equal(pa.length, sent, `node A's delta client got all ${sent} events`);
     t.same(pb, pa, 'node B\'s delta client got the same seq positions, full at the same ones');
-    const fullA = fulls(pa);
+    const fullA = fulls(pa.slice(0, -1));
     t.ok(fullA.length >= 45 / (INTERVAL + 1) - 1, `full messages every ${INTERVAL + 1} positions (${fullA.join(',')})`);
     t.ok(pa.filter((p) => !p.full).length >= sent / 2, 'the rest came as deltas');
-    for (const p of pa.slice(1)) if (p.full) t.equal(p.seq % (INTERVAL + 1), 0, `full at position ${p.seq}: a multiple of ${INTERVAL + 1}`);
+    for (const p of pa.slice(1, -1)) if (p.full) t.equal(p.seq % (INTERVAL + 1), 0, `full at position ${p.seq}: a multiple of ${INTERVAL + 1}`);
 
     const pl = positions(lateClients.delta, channel);
     t.equal(pl.length, sent - lateClients.skip, 'the late node\'s delta client got every event since it subscribed');
