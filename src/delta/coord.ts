@@ -197,7 +197,8 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
     feed(r);
   }
 
-  function stamp(r: Wire): void {
+  /** false: not sent (the backend is down). */
+  function stamp(r: Wire): boolean {
     const key = r.a + ' ' + r.c + '\0' + r.k!;
     const now = Date.now();
     let c = counters.get(key);
@@ -207,7 +208,9 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
     }
     c.used = now;
     const rec: Wire = { o: r.o, i: r.i, a: r.a, c: r.c, x: r.x, f: r.f, m: r.m, p: c.next++ };
-    if (!tx.publish(subj.rec, enc.encode(JSON.stringify(rec)))) metrics.inc('adapter_errors_total');
+    if (tx.publish(subj.rec, enc.encode(JSON.stringify(rec)))) return true;
+    metrics.inc('adapter_errors_total');
+    return false;
   }
 
   function onRequest(buf: Uint8Array): void {
@@ -263,8 +266,8 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
       pending.set(r.i, timer);
       // the coordinator numbers its own events at once: one trip through the backend less
       r.to = coordinator();
-      if (r.to === node.id) stamp(r);
-      else if (!tx.publish(subj.req(r.to), enc.encode(JSON.stringify(r)))) {
+      const sent = r.to === node.id ? stamp(r) : tx.publish(subj.req(r.to), enc.encode(JSON.stringify(r)));
+      if (!sent) {
         clearTimeout(timer);
         pending.delete(r.i);
         fallback(r);
