@@ -7,13 +7,14 @@
 
 import t from 'tap';
 import { APP, eventually, startServer, type TestServer } from '../helpers/server';
-import { signedPost } from '../helpers/http';
+import { rawRequest, signedPost } from '../helpers/http';
 import { Books, core, DeltaClient, rng } from '../delta/clients';
 import { metric } from '../faults/api';
 import { startBackend, type Backend } from './backends';
 
 const NODE_WORKERS = 2;
 const INTERVAL = 4;
+const CONSOLE_TOKEN = 'coordination-console-token';
 /** redis and nats (the brief's two transports); RINGCAST_TEST_BACKENDS may name others (redis-cluster, redis-sentinel). */
 const BACKENDS = (process.env.RINGCAST_TEST_BACKENDS?.split(',') as Backend['name'][] | undefined) ?? ['redis', 'nats'];
 
@@ -40,6 +41,7 @@ for (const name of BACKENDS) {
     t.teardown(() => backend.stop());
     const cfg = {
       ...backend.config(), workers: NODE_WORKERS, metrics: { enabled: true, port: 0, host: '127.0.0.1' },
+      console: { enabled: true, host: '127.0.0.1', port: 0, token: CONSOLE_TOKEN },
       delta_compression: { cluster_coordination: true, full_message_interval: INTERVAL },
     };
     const nodes: TestServer[] = [];
@@ -115,12 +117,19 @@ for (const name of BACKENDS) {
       t.same(c.delta.events(channel), c.plain.events(channel), `node ${who}: the delta client reconstructs the plain client's envelopes byte for byte`);
       t.equal(c.delta.decoder!.stats.syncErrors, 0, `node ${who}: no sync error`);
     }
+    // the live console publishes on node A only: its delta client gets that event too
+    const published = await rawRequest(a.server.consolePort!, 'POST', `/api/apps/${APP.id}/publish`,
+      JSON.stringify({ channel, event: 'update', data: books.update('X') }), { authorization: `Bearer ${CONSOLE_TOKEN}`, 'content-type': 'application/json' });
+    t.equal(published.status, 200, 'a console publish on node A');
+    for (const cl of [onNode[0].plain, onNode[0].delta]) await cl.until(() => cl.events(channel).length >= sent - onNode[0].skip + 1, 'the console event on node A');
+    t.same(onNode[0].delta.events(channel), onNode[0].plain.events(channel), 'node A\'s delta client got the console\'s event, byte for byte');
+
     for (const n of nodes) t.equal(await metric(n.server.metricsPort!, 'delta_coordination_fallbacks_total'), 0, 'no message was decided locally');
 
     // the backend goes down: node A decides locally (counted) and its clients still decode
     await backend.kill();
     await eventually(() => !a.server.cluster!.isUp(), 10_000, 'node A to see the backend down');
-    const before = onNode[0].plain.events(channel).length;
+    const before = onNode[0].plain.events(channel).length; // (the console event included)
     for (let i = 0; i < 3; i++) await a.sdk().trigger(channel, 'update', books.update('X'));
     for (const cl of [onNode[0].plain, onNode[0].delta]) await cl.until(() => cl.events(channel).length >= before + 3, 'the local events');
     t.same(onNode[0].delta.events(channel), onNode[0].plain.events(channel), 'backend down: node A\'s delta client still reconstructs byte for byte');
