@@ -34,6 +34,7 @@ import { startPrimaryCluster } from './shard/cluster';
 import { appsWithWebhooks, startWebhookService, type WebhookService } from './webhooks/service';
 import { spawnSequencer, type SequencerHandle } from './delta/spawn';
 import { deltaRoute } from './delta/stage';
+import { coordinated, withDeltaLocal, type DeltaLocal } from './delta/coord';
 import type { DeltaShardInit } from './delta/init';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
@@ -142,7 +143,8 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const endpoint = createPrimaryEndpoint({
     bus, interest, shards, log,
     cache: config.cache.driver === 'none' ? null : new CacheChannels(bus, shards, config.channel_limits.cache_ttl),
-    delta: delta ? deltaRoute(bus, delta.sequencer, {
+    // with cluster_coordination remote events reach the sequencer as records (delta/coord.ts)
+    delta: delta && !coordinated(config) ? deltaRoute(bus, delta.sequencer, {
       fossil: new Interest(delta.interest.fossil, shards, -1),
       xdelta3: new Interest(delta.interest.xdelta3, shards, -1),
     }) : null,
@@ -381,6 +383,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks);
     if (!started) continue;
     let cluster: ClusterNode | null = null;
+    let deltaLocal: DeltaLocal | null = null; // cluster_coordination (delta/coord.ts)
     if (transport) {
       try {
         const pc = await startPrimaryCluster({
@@ -389,6 +392,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         cluster = pc.node;
         started.control.handler = pc.control;
         started.control.renewed = pc.renewed;
+        deltaLocal = pc.deltaLocal;
       } catch (err) {
         await transport.close().catch(() => undefined);
         await stopShards(started.handles, config.shutdown_grace_period, log);
@@ -419,7 +423,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     if (config.console.enabled) {
       const cc = config.console;
       try {
-        consoleServer = await openConsole({ config, base: started.base, bus: started.bus, endpoint: started.endpoint, handles: () => started.handles, reloader, log });
+        consoleServer = await openConsole({ config, base: started.base, bus: started.bus, handles: () => started.handles, reloader, log, endpoint: withDeltaLocal(started.endpoint, deltaLocal) });
       } catch (err) {
         await metricsServer?.close();
         await cluster?.stop();

@@ -56,6 +56,11 @@ export type ControlMsg =
    * `dropped`: stream ids the shards may forget.
    */
   | { type: 'delta'; app: string; channel: string; except: string; stream: number; full: string; deltas: (string | null)[] | null; dropped: number[] }
+  /**
+   * Shard → primary (delta_compression.cluster_coordination): a local event of a channel
+   * deltas may apply to, for a cluster-wide stream position (delta/coord.ts).
+   */
+  | { type: 'delta_origin'; app: string; channel: string; except: string; force: number; message: string }
   /** Shard → delta sequencer: the kept messages of a channel with a conflation key (delta_cache_sync). */
   | { type: 'delta_states'; req: number; from: number; app: string; channel: string }
   /**

@@ -10,8 +10,6 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   const no = (key: string, what: string) =>
     issues.push({ key, message: `${key}: ${what} is not available in this build of ringcast yet` });
-  // each node's sequencer decides its own full-message intervals; not yet across nodes
-  if (c.delta_compression.cluster_coordination) no('delta_compression.cluster_coordination', 'full-message intervals synchronized across nodes');
   c.apps.forEach((app, i) => {
     // the user owners count signed-in connections per process, not yet over the cluster
     if (c.adapter.driver !== 'local' && app.enable_watchlist_events) {

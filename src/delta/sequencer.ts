@@ -27,7 +27,7 @@ import type { Interest } from '../channels/interest';
 import type { MetricsSink } from '../metrics/types';
 import { ALGOS, ChannelSettings, type Algo } from './settings';
 import { StreamTable } from './streams';
-import { conflationValueOf, deltaMessage, Force, fullMessage } from './wire';
+import { conflationValueOf, deltaMessage, Force, fullMessage, STAMPED } from './wire';
 
 /** What the pool computes: the delta from base to target per algorithm asked (ALGOS order, null when not asked). */
 export interface DeltaTask {
@@ -116,8 +116,12 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
   }
 
   function publish(f: PublishFrame): void {
-    const force = f.message[0] as Force;
-    const bytes = f.message.slice(1); // a copy: the frame's bytes are the ring's
+    const head = f.message[0];
+    const force = (head & ~STAMPED) as Force;
+    // cluster_coordination: the position the cluster agreed on (delta/coord.ts)
+    const stamped = (head & STAMPED) !== 0;
+    const position = stamped ? Buffer.from(f.message.buffer, f.message.byteOffset + 1, 8).readDoubleLE(0) : null;
+    const bytes = f.message.slice(stamped ? 9 : 1); // a copy: the frame's bytes are the ring's
     const envelope = utf8.decode(bytes);
     let parsed: { event?: unknown; data?: unknown };
     try {
@@ -138,7 +142,7 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     const ch = settings.of(f.app, f.channel);
     const value = ch.conflationKey === null ? null : conflationValueOf(parsed.data, ch.conflationKey.split('.'));
     const key = f.app + ' ' + f.channel;
-    const d = table.next(key, event, value ?? '', envelope, bytes.length, ch, force, now());
+    const d = table.next(key, event, value ?? '', envelope, bytes.length, ch, force, now(), position);
     const full = fullMessage(envelope, d.seq, value);
     const base: { app: string; channel: string; except: string; stream: number; full: string; dropped: number[] } =
       { app: f.app, channel: f.channel, except: f.except, stream: d.stream, full, dropped: d.dropped };

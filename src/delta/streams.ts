@@ -20,6 +20,13 @@
 //     with the channel's next message (`dropped`), which forget their subscriber sets. A
 //     channel expired whole is forgotten with its list; its streams' ids are never reused
 //     (a new stream gets a new id), and the shards drop idle streams by the same age.
+//  4. delta_compression.cluster_coordination: a message may come with the stream position
+//     the cluster agreed on (delta/coord.ts). It is the message's seq on every node, and
+//     the interval is counted on it: full at every position p with p % (interval + 1) = 0,
+//     so every node sends the same messages in full, a node that starts late included
+//     (its first message goes full: no base, rule 2). A position not after the base's
+//     (the numbering restarted: a new coordinator) goes full too. Without a position (the
+//     backend or the coordinator did not answer) rule 2 decides, locally.
 
 import { Force } from './wire';
 import type { ChannelDelta } from './settings';
@@ -83,7 +90,7 @@ export class StreamTable {
   constructor(private readonly opts: StreamOptions) {}
 
   /** Numbers one message of (channel, event, value) and decides full or delta (rules 1–3). */
-  next(key: string, event: string, value: string, envelope: string, bytes: number, ch: ChannelDelta, force: Force, now: number): Decision {
+  next(key: string, event: string, value: string, envelope: string, bytes: number, ch: ChannelDelta, force: Force, now: number, position: number | null = null): Decision {
     let c = this.channels.get(key);
     if (c === undefined) {
       c = { groups: new Map(), dropped: [], lastUsed: now };
@@ -106,10 +113,21 @@ export class StreamTable {
       s = { id: this.nextId++, event, nextSeq: 0, sinceFull: 0, base: null };
       g.streams.set(event, s);
     }
-    const seq = s.nextSeq++;
     const o = this.opts;
-    const wantDelta = s.base !== null && force !== Force.Full &&
-      (force === Force.Delta || (s.sinceFull < o.fullMessageInterval && bytes >= o.minMessageSize));
+    let seq: number;
+    let wantDelta: boolean;
+    if (position === null) {
+      seq = s.nextSeq++;
+      wantDelta = s.base !== null && force !== Force.Full &&
+        (force === Force.Delta || (s.sinceFull < o.fullMessageInterval && bytes >= o.minMessageSize));
+    } else {
+      // rule 4: the cluster's position is the seq, and the interval is counted on it
+      seq = position;
+      s.nextSeq = position + 1;
+      const periodic = position % (o.fullMessageInterval + 1) === 0;
+      wantDelta = s.base !== null && s.base.seq < position && force !== Force.Full &&
+        (force === Force.Delta || (!periodic && bytes >= o.minMessageSize));
+    }
     const base = wantDelta ? s.base : null;
     s.sinceFull = wantDelta ? s.sinceFull + 1 : 0;
     const entry: Entry = { stream: s.id, event, seq, content: envelope };

@@ -14,6 +14,9 @@ import { nodeAnswer, type ClusterQuestion } from '../channels/cluster-directory'
 import { ConnectionCounters } from '../channels/counters';
 import { createBusDirectory } from '../channels/directory';
 import type { Config } from '../config/types';
+import { coordinated, startDeltaCoordination, type DeltaCoord, type DeltaLocal } from '../delta/coord';
+import type { DeltaShardInit } from '../delta/init';
+import { Interest } from '../channels/interest';
 import type { MetricsSink } from '../metrics/types';
 import type { WebhookService } from '../webhooks/service';
 
@@ -27,7 +30,7 @@ export interface ClusterWiring {
   bus: Bus;
   bridge: Bridge;
   /** What the shards share: counters memory, the current app slots, the cluster-up flag. */
-  base: { shards: number; counters: SharedArrayBuffer; appSlots: Record<string, number>; clusterUp: SharedArrayBuffer };
+  base: { shards: number; counters: SharedArrayBuffer; appSlots: Record<string, number>; clusterUp: SharedArrayBuffer; delta?: DeltaShardInit | null };
   log: Logger;
   metrics: MetricsSink;
   /** Where the occupancy and member webhooks the cluster decides go (null: no webhooks). */
@@ -40,6 +43,8 @@ export interface PrimaryCluster {
   control: (msg: ControlMsg, from: number) => void;
   /** A shard's rings were renewed for its replacement: re-send it the other nodes' state. */
   renewed: (shard: number) => void;
+  /** cluster_coordination: an event published on this node only (the console) to its delta clients; null otherwise. */
+  deltaLocal: DeltaLocal | null;
 }
 
 /** Joins the cluster; rejects (AdapterUnavailable) when the backend does not answer in time. */
@@ -58,9 +63,16 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   const webhooks = w.webhooks;
   const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log, webhook: webhooks && ((app, e) => webhooks.send(app, e)) });
   const counts = shareConnectionCounts({ cluster: node, counters: new ConnectionCounters(base.counters), slots: () => base.appSlots });
+  // delta_compression.cluster_coordination: stream positions agreed over the cluster
+  const d = base.delta;
+  const coord: DeltaCoord | null = d && coordinated(w.config) ? await startDeltaCoordination({
+    config: w.config, node, transport: w.transport, prefix: subjectPrefix(w.config), bus, sequencer: d.sequencer, log, metrics,
+    interest: { fossil: new Interest(d.interest.fossil, base.shards, -1), xdelta3: new Interest(d.interest.xdelta3, base.shards, -1) },
+  }) : null;
   node.onStop(() => {
     counts.stop();
     presence.stop();
+    coord?.stop();
   });
   // the shards' /up/{appId} reads it
   const up = new Int32Array(base.clusterUp);
@@ -70,8 +82,10 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   return {
     node,
     renewed: (shard) => presence.resend(shard),
+    deltaLocal: coord ? (app, channel, message) => coord.local(app, channel, message) : null,
     control: (msg, from) => {
       if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
+      if (msg.type === 'delta_origin') return coord?.origin(msg);
       if (msg.type !== 'cluster_ask') {
         log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
         return;

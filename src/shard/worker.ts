@@ -38,6 +38,7 @@ import { appsWithWebhooks } from '../webhooks/service';
 import { createShardWebhooks, ownedState } from '../webhooks/shard';
 import { createDeltaShard } from '../delta/shard';
 import { deltaRoute } from '../delta/stage';
+import { coordinated, coordRoute } from '../delta/coord';
 import type { CacheStates } from '../delta/streams';
 import { createFailover } from './failover';
 import { applyApps } from './reload';
@@ -103,7 +104,8 @@ const publisher = createPublisher({
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
   // the primary is thread `shards` of the mesh (bus/topology.ts)
   stages: {
-    delta: deltaInit && deltaInterest ? [deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
+    // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
+    delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(bus, shards) : deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
     adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])],
     filter: [...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
   },

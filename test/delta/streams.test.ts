@@ -51,3 +51,20 @@ t.test('state older than max_state_age_secs goes', async (t) => {
   t.equal(d.base, null, 'in full');
   t.not(d.stream, 1, 'a new stream id (the shards forget the old one by their own sweep)');
 });
+
+t.test('cluster positions (cluster_coordination): the seq is the position, full on every (interval + 1)-th one', async (t) => {
+  const s = table();
+  const d = (p: number | null, bytes = 500, force: Force = Force.None) => s.next('a c', 'x', '', `{"p":${p}}`, bytes, ch(), force, 0, p);
+  // a node that starts at position 6: its first message is full (no base), then it aligns
+  const got = [6, 7, 8, 9, 10, 11, 12].map((p) => d(p));
+  t.same(got.map((x) => x.seq), [6, 7, 8, 9, 10, 11, 12], 'seq = position');
+  t.same(got.map((x) => x.base?.seq ?? null), [null, 6, null, 8, 9, 10, null], 'full: no base (6), then 8 and 12 (multiples of 4)');
+  t.equal(d(13, 50).base, null, 'below min_message_size: full');
+  t.equal(d(14, 500, Force.Full).base, null, '"delta": false: full');
+  t.equal(d(15, 500, Force.Delta).base?.seq, 14, '"delta": true: a delta');
+  t.equal(d(2).base, null, 'a position not after the base (the numbering restarted): full');
+  t.equal(d(3).base?.seq, 2, 'and deltas again from there');
+  const local = d(null);
+  t.equal(local.seq, 4, 'no position (a fallback): numbered locally after the last one');
+  t.equal(local.base?.seq, 3, 'and decided locally');
+});

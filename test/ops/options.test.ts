@@ -121,7 +121,7 @@ const CLAIMS: Record<string, Claim> = {
   'delta_compression.max_state_age_secs': { effect: ['src/delta/sequencer.ts', 'dc.max_state_age_secs * 1000'] },
   'delta_compression.max_channel_states_per_socket': { effect: ['src/delta/shard.ts', 'dc.max_channel_states_per_socket'] },
   'delta_compression.pool_size': { effect: ['src/delta/thread.ts', 'createComputer(config.delta_compression.pool_size)'] },
-  'delta_compression.cluster_coordination': { refused: { adapter: { driver: 'nats' }, delta_compression: { cluster_coordination: true } }, why: /delta_compression\.cluster_coordination: full-message intervals synchronized across nodes/ },
+  'delta_compression.cluster_coordination': { effect: ['src/delta/coord.ts', 'dc.enabled && dc.cluster_coordination && config.adapter.driver !== \'local\''] },
   'delta_compression.omit_delta_algorithm': { effect: ['src/delta/sequencer.ts', 'dc.omit_delta_algorithm'] },
   'webhooks.batching.enabled': { effect: ['src/webhooks/batcher.ts', 'if (!this.cfg.enabled)'] },
   'webhooks.batching.duration': { effect: ['src/webhooks/batcher.ts', 'this.cfg.duration'] },

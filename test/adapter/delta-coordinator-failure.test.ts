@@ -1,0 +1,131 @@
+// delta_compression.cluster_coordination when the coordinator dies (kill -9): node A's
+// events wait for a position at most 1 s, then A decides locally (counted) and keeps
+// deciding locally without waiting; once cluster health declares the coordinator failed,
+// A is the coordinator and numbers from 0 again (full at every interval + 1-th position).
+// A's delta client reconstructs every event byte for byte throughout. The coordinator is
+// a real `ringcast start` child process (bin/ringcast.js; needs tsc first) whose node id
+// is smaller than A's (children are started until one is).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { freePort } from '../helpers/net';
+import { APP, eventually, startServer } from '../helpers/server';
+import { Books, core, DeltaClient, rng } from '../delta/clients';
+import { metric } from '../faults/api';
+import { startBackend, type Backend } from './backends';
+
+const BIN = path.resolve(__dirname, '..', '..', '..', 'bin', 'ringcast.js');
+const HEALTH = { enabled: true, heartbeat_interval_ms: 200, node_timeout_ms: 1000, cleanup_interval_ms: 200 };
+const INTERVAL = 4;
+const BACKENDS = (process.env.RINGCAST_TEST_BACKENDS?.split(',') as Backend['name'][] | undefined) ?? ['redis', 'nats'];
+
+/** `ringcast start` with this config (as node-failure.test.ts); resolves once it listens. */
+async function startChild(t: Test, config: object, port: number): Promise<ChildProcess> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-node-'));
+  const file = path.join(dir, 'config.yaml');
+  writeFileSync(file, JSON.stringify(config)); // YAML is a superset of JSON
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith('TAP') || k.startsWith('RINGCAST_') || k === 'NODE_OPTIONS') delete env[k];
+  const child = spawn(process.execPath, [BIN, 'start', '--config', file], { env, stdio: 'ignore' });
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await eventually(() => new Promise<boolean>((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  }), 15_000, 'the child node to listen');
+  return child;
+}
+
+/** Each delta message a client got: its seq and whether it came full. */
+function positions(c: DeltaClient, channel: string): { seq: number; full: boolean }[] {
+  const out: { seq: number; full: boolean }[] = [];
+  for (const text of c.texts) {
+    const m = JSON.parse(text) as { event: string; channel?: string; data?: { seq?: number } };
+    if (m.channel !== channel) continue;
+    if (m.event === 'pusher:delta') out.push({ seq: m.data!.seq!, full: false });
+    else {
+      const at = /,"__delta_seq":(\d+)/.exec(text);
+      if (at) out.push({ seq: Number(at[1]), full: true });
+    }
+  }
+  return out;
+}
+
+for (const name of BACKENDS) {
+  t.test(`${name}: the coordinator is killed`, async (t) => {
+    const backend = await startBackend(name);
+    t.teardown(() => backend.stop());
+    const base = backend.config();
+    const cfg = {
+      ...base, workers: 2, adapter: { ...base.adapter, cluster_health: HEALTH },
+      delta_compression: { cluster_coordination: true, full_message_interval: INTERVAL },
+    };
+    const a = await startServer({ ...cfg, metrics: { enabled: true, port: 0, host: '127.0.0.1' } });
+    t.teardown(() => a.stop());
+    const me = a.server.cluster!.id;
+    // a child node whose id is smaller than A's: the coordinator (ids are random: ½ each try)
+    let child: ChildProcess | null = null;
+    for (let i = 0; i < 12 && child === null; i++) {
+      const port = await freePort();
+      const c = await startChild(t, { ...cfg, host: '127.0.0.1', port, log: { level: 'error' }, apps: [{ ...APP }] }, port);
+      await eventually(() => a.server.cluster!.nodes().length === 2, 10_000, 'node A to see the child node');
+      const other = a.server.cluster!.nodes().find((n) => n !== me)!;
+      if (other < me) child = c;
+      else {
+        c.kill('SIGKILL');
+        await eventually(() => a.server.cluster!.nodes().length === 1, 10_000, 'node A to forget a child that is not the coordinator');
+      }
+    }
+    if (child === null) throw new Error('no child node with a smaller id than node A in 12 tries');
+
+    const channel = 'book';
+    const plain = await DeltaClient.open(a, null);
+    const delta = await DeltaClient.open(a, new core.DeltaDecoder());
+    await plain.subscribe(channel);
+    await delta.enable();
+    await delta.subscribe(channel);
+    const books = new Books(rng(3));
+    let sent = 0;
+    const publish = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        await a.sdk().trigger(channel, 'update', books.update('X'));
+        sent++;
+        for (const c of [plain, delta]) await c.until(() => c.events(channel).length >= sent, `event ${sent}`);
+      }
+    };
+    await publish(7);
+    t.equal(await metric(a.server.metricsPort!, 'delta_coordination_fallbacks_total'), 0, 'numbered by the child coordinator');
+
+    child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await publish(5);
+    const took = Date.now() - killedAt;
+    const fallbacks = await metric(a.server.metricsPort!, 'delta_coordination_fallbacks_total');
+    t.ok(fallbacks >= 1, `node A decided locally meanwhile (${fallbacks} events)`);
+    t.ok(took < 5 * 1000, `five events within ${took} ms: one waited for the timeout, the next ones did not`);
+
+    await eventually(() => a.server.cluster!.nodes().length === 1, 10_000, 'node A to declare the coordinator failed');
+    // node A numbers now, but asks again only when its 5 s of local decisions are over:
+    // publish until an event is numbered by it (a position from 0 comes full)
+    const numbered = async () => {
+      const before = await metric(a.server.metricsPort!, 'delta_coordination_fallbacks_total');
+      await publish(1);
+      return (await metric(a.server.metricsPort!, 'delta_coordination_fallbacks_total')) === before;
+    };
+    await eventually(numbered, 20_000, 'node A to number its own events');
+    await publish(2 * (INTERVAL + 1));
+    const tail = positions(delta, channel).slice(-2 * (INTERVAL + 1));
+    const seqs = tail.map((p) => p.seq);
+    t.ok(seqs.every((s, i) => i === 0 || s === seqs[i - 1] + 1), `consecutive positions from node A (${seqs.join(',')})`);
+    t.ok(tail.every((p) => p.full === (p.seq % (INTERVAL + 1) === 0)), 'full exactly at the multiples of interval + 1');
+    t.same(delta.events(channel), plain.events(channel), 'the delta client reconstructed every event byte for byte');
+    t.equal(delta.decoder!.stats.syncErrors, 0, 'no sync error');
+  });
+}
