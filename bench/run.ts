@@ -28,7 +28,9 @@ const USAGE = `Usage: node dist/bench/run.js [options]
   --targets LIST          ceiling,soketi,ringcast-1,ringcast-2 (ringcast = both)        [all]
                           opt-in: ringcast-1-wh, ringcast-2-wh (every webhook event type
                           to a receiver answering at once), ringcast-2-wh-slow (answering
-                          after 2 s), ringcast-2-wh-batch (batching on); webhooks = the four
+                          after 2 s), ringcast-2-wh-batch (batching on); webhooks = the four;
+                          ringcast-1-base, ringcast-2-base: the build at RINGCAST_BENCH_BASE_ROOT
+                          (before / after pairs in one interleaved run)
   --runs N                runs per scenario and target; the median is reported        [3]
   --duration S            publish window of every publishing scenario (overrides the four below)
   --fanout-duration S     [15]   --latency-duration S [8]
@@ -112,11 +114,17 @@ function parseArgs(argv: string[]): Cli {
     ['ringcast-2-wh-batch', ringcastTarget(2, { webhooks: { delayMs: 0, batching: true } })],
   ] as const) allTargets[n] = [t];
   allTargets.webhooks = ['ringcast-1-wh', 'ringcast-2-wh', 'ringcast-2-wh-slow', 'ringcast-2-wh-batch'].flatMap((n) => allTargets[n]);
-  const order = [...allTargets.all, ...allTargets.webhooks];
+  // opt-in: the same targets from another build (RINGCAST_BENCH_BASE_ROOT: a checkout with dist/)
+  const base = process.env.RINGCAST_BENCH_BASE_ROOT;
+  if (base) {
+    allTargets['ringcast-1-base'] = [ringcastTarget(1, { base })];
+    allTargets['ringcast-2-base'] = [ringcastTarget(2, { base })];
+  }
+  const order = [...allTargets.all, ...(allTargets['ringcast-1-base'] ?? []), ...(allTargets['ringcast-2-base'] ?? []), ...allTargets.webhooks];
   const targets: TargetDef[] = [];
   for (const n of (kv.get('targets') ?? 'all').split(',').map((s) => s.trim()).filter(Boolean)) {
     const t = allTargets[n];
-    if (!t) throw new Error(`unknown target "${n}" (ceiling, soketi, ringcast-1, ringcast-2, ringcast, all, ringcast-1-wh, ringcast-2-wh, ringcast-2-wh-slow, ringcast-2-wh-batch, webhooks)`);
+    if (!t) throw new Error(`unknown target "${n}" (ceiling, soketi, ringcast-1, ringcast-2, ringcast, all, ringcast-1-wh, ringcast-2-wh, ringcast-2-wh-slow, ringcast-2-wh-batch, webhooks; ringcast-1-base, ringcast-2-base with RINGCAST_BENCH_BASE_ROOT)`);
     for (const x of t) if (!targets.includes(x)) targets.push(x);
   }
   targets.sort((a, b) => order.indexOf(a) - order.indexOf(b));

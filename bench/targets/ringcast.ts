@@ -20,20 +20,23 @@ const ALL_EVENTS = ['channel_occupied', 'channel_vacated', 'member_added', 'memb
  * `webhooks`: configure every webhook event type against a receiver process on this
  * machine (bench/harness/webhook-receiver.ts) answering after `delayMs` (0: at once).
  */
-export function ringcastTarget(workers: number, extra: { env?: Record<string, string>; nodeArgs?: string[]; yaml?: string[]; appYaml?: string[]; webhooks?: { delayMs: number; batching?: boolean } } = {}): TargetDef {
+export function ringcastTarget(workers: number, extra: { env?: Record<string, string>; nodeArgs?: string[]; yaml?: string[]; appYaml?: string[]; webhooks?: { delayMs: number; batching?: boolean }; base?: string } = {}): TargetDef {
   const wh = extra.webhooks;
-  const name = wh ? `ringcast-${workers}-wh${wh.delayMs > 0 ? '-slow' : ''}${wh.batching ? '-batch' : ''}` : `ringcast-${workers}`;
+  const name = wh ? `ringcast-${workers}-wh${wh.delayMs > 0 ? '-slow' : ''}${wh.batching ? '-batch' : ''}` : `ringcast-${workers}${extra.base ? '-base' : ''}`;
+  // `base`: another checkout's build (RINGCAST_BENCH_BASE_ROOT), for before / after pairs
+  // interleaved in one run (bench/README.md, "Before and after")
+  const rootOf = () => extra.base ?? ringcastRoot();
   return {
     name,
     label: wh
       ? `ringcast workers:${workers}, webhooks (all types${wh.batching ? ', batched' : ''}, receiver ${wh.delayMs > 0 ? `answering after ${wh.delayMs} ms` : 'answering at once'})`
-      : `ringcast workers:${workers}`,
+      : `ringcast workers:${workers}${extra.base ? ` (base build ${extra.base})` : ''}`,
     async prepare() {
-      const cli = path.join(ringcastRoot(), 'dist', 'src', 'cli.js');
+      const cli = path.join(rootOf(), 'dist', 'src', 'cli.js');
       if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: build first (make build)`);
     },
     async start({ port, tmpDir }) {
-      const root = ringcastRoot();
+      const root = rootOf();
       const file = path.join(tmpDir, `${name}-${port}.yaml`);
       let receiver: RunningTarget | null = null;
       if (wh) {
