@@ -115,10 +115,10 @@ function parseArgs(argv: string[]): Cli {
   ] as const) allTargets[n] = [t];
   allTargets.webhooks = ['ringcast-1-wh', 'ringcast-2-wh', 'ringcast-2-wh-slow', 'ringcast-2-wh-batch'].flatMap((n) => allTargets[n]);
   // opt-in: the same targets from another build (RINGCAST_BENCH_BASE_ROOT: a checkout with dist/)
-  const base = process.env.RINGCAST_BENCH_BASE_ROOT;
-  if (base) {
-    allTargets['ringcast-1-base'] = [ringcastTarget(1, { base })];
-    allTargets['ringcast-2-base'] = [ringcastTarget(2, { base })];
+  const baseRoot = process.env.RINGCAST_BENCH_BASE_ROOT;
+  if (baseRoot) {
+    allTargets['ringcast-1-base'] = [ringcastTarget(1, { base: baseRoot })];
+    allTargets['ringcast-2-base'] = [ringcastTarget(2, { base: baseRoot })];
   }
   const order = [...allTargets.all, ...(allTargets['ringcast-1-base'] ?? []), ...(allTargets['ringcast-2-base'] ?? []), ...allTargets.webhooks];
   const targets: TargetDef[] = [];
