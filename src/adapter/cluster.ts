@@ -22,8 +22,8 @@ import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, type NodeMsg } from
 
 export type ClusterHealth = Config['adapter']['cluster_health'];
 
-/** What the layers above the node exchange (presence). */
-export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' }>;
+/** What the layers above the node exchange (presence, watchlists, connection counts). */
+export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' | 'user' | 'users' }>;
 
 /** Answers a question of another node (a handler per request kind). */
 export type Answerer = (body: unknown, from: string) => unknown;
@@ -130,6 +130,8 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       case 'sync':
       case 'counts':
       case 'conns':
+      case 'user':
+      case 'users':
         seen(msg.node);
         for (const fn of peerListeners) fn(msg);
         return;

@@ -23,6 +23,10 @@ export type NodeMsg =
   | { t: 'sync'; node: string; to: string; members: [app: string, channel: string, userId: unknown, userInfo: unknown][]; counts: ChannelCount[] }
   /** `node`'s subscription counts of the channels whose count changed (coalesced). */
   | { t: 'counts'; node: string; counts: ChannelCount[] }
+  /** A user's first signed-in connection on `node` (online) or its last one gone (offline) (adapter/watchlist.ts). */
+  | { t: 'user'; node: string; op: 'online' | 'offline'; app: string; userId: string }
+  /** The users online on `node`, for `to` that just joined. */
+  | { t: 'users'; node: string; to: string; users: [app: string, userId: string][] }
   /** `node`'s connections per app id (adapter/connections.ts). */
   | { t: 'conns'; node: string; counts: Record<string, number> };
 

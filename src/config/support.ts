@@ -13,12 +13,6 @@ export function unsupportedIssues(c: Config): ConfigIssue[] {
   if (c.cache.driver === 'redis' || c.cache.driver === 'redis-cluster') no('cache.driver', `the ${c.cache.driver} cache driver`);
   // each node's sequencer decides its own full-message intervals; not yet across nodes
   if (c.delta_compression.cluster_coordination) no('delta_compression.cluster_coordination', 'full-message intervals synchronized across nodes');
-  c.apps.forEach((app, i) => {
-    // the user owners count signed-in connections per process, not yet over the cluster
-    if (c.adapter.driver !== 'local' && app.enable_watchlist_events) {
-      no(`apps[${i}].enable_watchlist_events`, `watchlist events across nodes (adapter.driver ${c.adapter.driver})`);
-    }
-  });
   // Options of other servers' designs that ringcast's does not have: refused with the reason
   // rather than accepted and ignored.
   const never = (key: string, why: string) => issues.push({ key, message: `${key}: ${why}` });

@@ -1,12 +1,14 @@
 // The primary's cluster wiring (adapter.driver redis, redis-cluster, nats): joins this
 // process to the cluster through its transport and attaches what the shards need of it —
-// cluster-wide channel questions, presence and counts (adapter/presence.ts), connection
+// cluster-wide channel questions, presence and counts (adapter/presence.ts), watchlists
+// (adapter/watchlist.ts), connection
 // counts (adapter/connections.ts), and the backend's up/down flag that /up/{appId} reads.
 
 import type { Logger } from 'pino';
 import { ADAPTER_CONNECT_TIMEOUT_MS, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
 import { shareConnectionCounts } from '../adapter/connections';
 import { startClusterPresence } from '../adapter/presence';
+import { startClusterWatchlists } from '../adapter/watchlist';
 import type { Bus } from '../bus/bus';
 import type { ControlMsg } from '../bus/messages';
 import type { Bridge } from '../channels/bridge';
@@ -53,6 +55,7 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
     node.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
   }
   const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log });
+  const watchlists = startClusterWatchlists({ cluster: node, bus, shards: base.shards, log });
   const counts = shareConnectionCounts({ cluster: node, counters: new ConnectionCounters(base.counters), slots: () => base.appSlots });
   node.onStop(() => {
     counts.stop();
@@ -65,9 +68,13 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
 
   return {
     node,
-    renewed: (shard) => presence.resend(shard),
+    renewed: (shard) => {
+      presence.resend(shard);
+      watchlists.resend(shard);
+    },
     control: (msg, from) => {
       if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
+      if (msg.type === 'cluster_user' || msg.type === 'cluster_users') return watchlists.fromShard(msg);
       if (msg.type !== 'cluster_ask') {
         log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
         return;

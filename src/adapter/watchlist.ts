@@ -1,0 +1,115 @@
+// Watchlists across nodes, the primary's part (apps with enable_watchlist_events). Like
+// presence members (adapter/presence.ts), each node's owner shards decide node-local
+// transitions (a user's first / last signed-in connection on this node) and tell the
+// primary (`cluster_user`); the primary tells every other node, whose primary hands it to
+// the user's owner shard there (`remote_user`). The owner (channels/users.ts) then knows
+// on which nodes each user is online and tells its own node's watchers `online` when the
+// first node gets the user and `offline` when the last one loses it: every watcher in the
+// cluster hears each transition once, and the state a watcher gets when it signs in
+// counts every node.
+//
+//  - a node that joins gets every node's online users (`users`, from the primary's own
+//    record of what it announced, in order with its later `user` messages);
+//  - a node that stops (`bye`) or is declared failed is dropped by every survivor: the
+//    `remote_node_gone` that presence sends every shard (adapter/presence.ts) reaches the
+//    user owners too, and its users go offline where no other node has them. There are no
+//    webhooks for watchlists, so every survivor does it for its own watchers (no cleaner);
+//  - an owner shard restarted: its replacement is sent the other nodes' users it owns
+//    (resend, before the survivors' restores) and, once rebuilt, reports the users it owns
+//    that are online here (`cluster_users`); the primary announces the differences.
+//
+// Memory: every node keeps every online user of the cluster (of the watchlist apps),
+// a Set entry per node that has them.
+
+import type { Logger } from 'pino';
+import type { ControlMsg } from '../bus/messages';
+import { userOwnerOf } from '../channels/users';
+import type { ClusterNode } from './cluster';
+
+type User = [app: string, userId: string];
+
+export interface ClusterWatchlists {
+  /** A shard's node-local transition (`cluster_user`) or a rebuilt owner's state (`cluster_users`). */
+  fromShard(msg: Extract<ControlMsg, { type: 'cluster_user' | 'cluster_users' }>): void;
+  /** Shard `shard` was restarted: writes it the other nodes' online users it owns. */
+  resend(shard: number): void;
+}
+
+const keyOf = (app: string, userId: string) => `${app}\u0000${userId}`;
+
+export function startClusterWatchlists(deps: {
+  cluster: ClusterNode;
+  bus: { control(to: number, msg: ControlMsg): void };
+  shards: number;
+  log: Logger;
+}): ClusterWatchlists {
+  const { cluster, bus, shards, log } = deps;
+  /** The users online on this node, as announced to the others. */
+  const mine = new Map<string, User>();
+  /** node → the users online there (for shard restarts). */
+  const remote = new Map<string, Map<string, User>>();
+
+  function tell(to: number, msg: ControlMsg): void {
+    try {
+      bus.control(to, msg);
+    } catch (err) {
+      log.error({ err, shard: to }, 'cluster watchlists: a shard\'s queue is full; a remote online / offline change is lost');
+    }
+  }
+
+  function remoteUser(node: string, op: 'online' | 'offline', app: string, userId: string): void {
+    let users = remote.get(node);
+    if (op === 'online') {
+      if (!users) remote.set(node, (users = new Map<string, User>()));
+      users.set(keyOf(app, userId), [app, userId]);
+    } else if (users) {
+      users.delete(keyOf(app, userId));
+      if (users.size === 0) remote.delete(node);
+    }
+    tell(userOwnerOf(app, userId, shards), { type: 'remote_user', op, node, app, userId });
+  }
+
+  function announce(op: 'online' | 'offline', app: string, userId: string): void {
+    const k = keyOf(app, userId);
+    if (op === 'online') {
+      if (mine.has(k)) return;
+      mine.set(k, [app, userId]);
+    } else if (!mine.delete(k)) {
+      return;
+    }
+    if (!cluster.broadcast({ t: 'user', node: cluster.id, op, app, userId })) {
+      log.warn({ app, op }, 'cluster watchlists: a user\'s online state not sent: the backend is down');
+    }
+  }
+
+  cluster.onPeerMsg((msg) => {
+    if (msg.t === 'user') remoteUser(msg.node, msg.op, msg.app, msg.userId);
+    else if (msg.t === 'users' && msg.to === cluster.id) for (const [app, userId] of msg.users) remoteUser(msg.node, 'online', app, userId);
+  });
+
+  cluster.onNodeJoined((node) => {
+    if (mine.size === 0) return;
+    cluster.broadcast({ t: 'users', node: cluster.id, to: node, users: [...mine.values()] });
+  });
+
+  // the owner shards drop the node's users on presence's `remote_node_gone`
+  cluster.onNodeGone((node) => remote.delete(node));
+
+  return {
+    fromShard(msg) {
+      if (msg.type === 'cluster_user') return announce(msg.op, msg.app, msg.userId);
+      const now = new Set(msg.users.map(([app, userId]) => keyOf(app, userId)));
+      for (const [k, [app, userId]] of [...mine]) {
+        if (!now.has(k) && userOwnerOf(app, userId, shards) === msg.shard) announce('offline', app, userId);
+      }
+      for (const [app, userId] of msg.users) announce('online', app, userId);
+    },
+    resend(shard) {
+      for (const [node, users] of remote) {
+        for (const [app, userId] of users.values()) {
+          if (userOwnerOf(app, userId, shards) === shard) tell(shard, { type: 'remote_user', op: 'online', node, app, userId });
+        }
+      }
+    },
+  };
+}
