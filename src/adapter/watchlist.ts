@@ -18,6 +18,11 @@
 //    (resend, before the survivors' restores) and, once rebuilt, reports the users it owns
 //    that are online here (`cluster_users`); the primary announces the differences.
 //
+// The bound on "once", as for presence: a node learns of another node's transition one
+// backend hop later. A user's last tab on node B closing within that hop of its first tab
+// on node A signing in makes node B's watchers hear offline then online (each node
+// decides on what it knows; the end state is right on every node).
+//
 // Memory: every node keeps every online user of the cluster (of the watchlist apps),
 // a Set entry per node that has them.
 
