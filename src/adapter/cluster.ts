@@ -176,7 +176,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     seen(d.node);
     const f = d.frame;
     try {
-      bridge.publish(f.app, f.channel, f.except, Buffer.from(f.message).toString(), typeof f.tags === 'string' ? f.tags : null);
+      bridge.publish(f.app, f.channel, f.except, Buffer.from(f.message).toString(), typeof f.tags === 'string' ? f.tags : null, d.delta);
     } catch (err) {
       metrics.inc('adapter_errors_total');
       if (err instanceof BusFullError) log.warn({ channel: f.channel }, 'cluster: a remote publish was dropped: the shards\' queues are full');
@@ -198,8 +198,8 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     metrics.inc('adapter_subscribe_total');
   }
 
-  bridge.onLocal((f) => {
-    if (tx.publish(subj.pub, encodeNodePublish(id, f))) metrics.inc('adapter_publish_total');
+  bridge.onLocal((f, delta) => {
+    if (tx.publish(subj.pub, encodeNodePublish(id, f, delta))) metrics.inc('adapter_publish_total');
     else metrics.inc('adapter_errors_total');
   });
 

@@ -7,9 +7,14 @@
 // Only messages made in this process go out (the stage sees a shard's outbound pipeline;
 // what the primary publishes goes straight to the shards' inbound side), so a message
 // never loops back to the cluster.
+//
+// A publish's `"delta": true|false` goes along: shard → primary as the first byte of the
+// message (the delta route's convention, delta/wire.ts), primary → nodes in the node frame
+// (adapter/wire.ts), and a remote publish enters this node's delta route with it.
 
 import type { Logger } from 'pino';
 import type { PublishFrame } from '../bus/messages';
+import { Force, forceOf } from '../delta/wire';
 import type { CacheChannels } from './cache';
 import { Interest } from './interest';
 import { createPublisher, type OutboundStage, type Outgoing, type PipelineBus } from './publisher';
@@ -22,7 +27,10 @@ export function bridgeOut(bus: PipelineBus, primary: number): OutboundStage {
       // member events and subscription counts are decided per node by the owners; cluster
       // presence carries them (adapter/), not this copy
       if (m.kind === 'api' || m.kind === 'client' || m.kind === 'user') {
-        bus.publishTo(to, m.app, m.channel, m.except, Buffer.from(m.message), m.tags ?? null);
+        const bytes = Buffer.allocUnsafe(1 + Buffer.byteLength(m.message));
+        bytes[0] = forceOf(m.delta);
+        bytes.write(m.message, 1, 'utf8');
+        bus.publishTo(to, m.app, m.channel, m.except, bytes, m.tags ?? null);
       }
       return false; // the local shards get it as well
     },
@@ -34,9 +42,9 @@ export interface Bridge {
    * Publishes a message made elsewhere (another node) to this process's subscribers of the
    * channel: written to every shard with interest. Throws BusFullError (sent nowhere).
    */
-  publish(app: string, channel: string, except: string, message: string, tags?: string | null): void;
-  /** Receives each local API and client event the shards hand to the primary. */
-  onLocal(handler: (f: PublishFrame) => void): void;
+  publish(app: string, channel: string, except: string, message: string, tags?: string | null, delta?: boolean): void;
+  /** Receives each local API and client event the shards hand to the primary, with its `delta` (absent: the configuration decides). */
+  onLocal(handler: (f: PublishFrame, delta: boolean | undefined) => void): void;
 }
 
 export interface PrimaryEndpoint extends Bridge {
@@ -65,16 +73,17 @@ export function createPrimaryEndpoint(deps: {
     log: deps.log,
     out: (e) => e,
   });
-  let handler: ((f: PublishFrame) => void) | null = null;
+  let handler: ((f: PublishFrame, delta: boolean | undefined) => void) | null = null;
   return {
-    publish(app, channel, except, message, tags = null) {
-      publisher.publishOne({ kind: 'api', app, channel, except, message, tags });
+    publish(app, channel, except, message, tags = null, delta) {
+      publisher.publishOne({ kind: 'api', app, channel, except, message, tags, ...(delta === undefined ? {} : { delta }) });
     },
     onLocal(h) {
       handler = h;
     },
     received(f) {
-      if (handler) handler(f);
+      const force = f.message[0];
+      if (handler) handler({ ...f, message: f.message.subarray(1) }, force === Force.Delta ? true : force === Force.Full ? false : undefined);
       else deps.log.warn({ channel: f.channel }, 'a shard bridged a publish but nothing consumes it on the primary');
     },
   };
