@@ -8,9 +8,11 @@
 // what the primary publishes goes straight to the shards' inbound side), so a message
 // never loops back to the cluster.
 //
-// A publish's `"delta": true|false` goes along: shard → primary as the first byte of the
-// message (the delta route's convention, delta/wire.ts), primary → nodes in the node frame
-// (adapter/wire.ts), and a remote publish enters this node's delta route with it.
+// A publish's `"delta": true|false` goes along: shard → primary as a byte before the
+// message (the delta route's Force values, delta/wire.ts: 1 true, 2 false; a message is a
+// JSON object, so its own first byte is `{`), only when the publish has one — the others
+// are bridged as they were, at no cost; primary → nodes in the node frame
+// (adapter/wire.ts), and a remote publish enters that node's delta route with it.
 
 import type { Logger } from 'pino';
 import type { PublishFrame } from '../bus/messages';
@@ -18,6 +20,9 @@ import { Force, forceOf } from '../delta/wire';
 import type { CacheChannels } from './cache';
 import { Interest } from './interest';
 import { createPublisher, type OutboundStage, type Outgoing, type PipelineBus } from './publisher';
+
+/** Force → the one-character prefix of a flagged message (ASCII: one byte in UTF-8). */
+const FLAG = ['', String.fromCharCode(Force.Delta), String.fromCharCode(Force.Full)];
 
 /** Adapter-out stage of a shard: a copy of each local API and client event to the primary. */
 export function bridgeOut(bus: PipelineBus, primary: number): OutboundStage {
@@ -27,10 +32,8 @@ export function bridgeOut(bus: PipelineBus, primary: number): OutboundStage {
       // member events and subscription counts are decided per node by the owners; cluster
       // presence carries them (adapter/), not this copy
       if (m.kind === 'api' || m.kind === 'client' || m.kind === 'user') {
-        const bytes = Buffer.allocUnsafe(1 + Buffer.byteLength(m.message));
-        bytes[0] = forceOf(m.delta);
-        bytes.write(m.message, 1, 'utf8');
-        bus.publishTo(to, m.app, m.channel, m.except, bytes, m.tags ?? null);
+        const message = m.delta === undefined ? m.message : FLAG[forceOf(m.delta)] + m.message;
+        bus.publishTo(to, m.app, m.channel, m.except, Buffer.from(message), m.tags ?? null);
       }
       return false; // the local shards get it as well
     },
@@ -83,7 +86,8 @@ export function createPrimaryEndpoint(deps: {
     },
     received(f) {
       const force = f.message[0];
-      if (handler) handler({ ...f, message: f.message.subarray(1) }, force === Force.Delta ? true : force === Force.Full ? false : undefined);
+      const flagged = force === Force.Delta || force === Force.Full;
+      if (handler) handler(flagged ? { ...f, message: f.message.subarray(1) } : f, flagged ? force === Force.Delta : undefined);
       else deps.log.warn({ channel: f.channel }, 'a shard bridged a publish but nothing consumes it on the primary');
     },
   };
