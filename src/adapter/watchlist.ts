@@ -10,6 +10,9 @@
 //
 //  - a node that joins gets every node's online users (`users`, from the primary's own
 //    record of what it announced, in order with its later `user` messages);
+//  - a node whose backend was unreachable (transitions sent or due meanwhile are lost)
+//    sends every node its whole state when the backend is back, and each answers with
+//    its own: a `users` message replaces what the receiver held of its sender;
 //  - a node that stops (`bye`) or is declared failed is dropped by every survivor: the
 //    `remote_node_gone` that presence sends every shard (adapter/presence.ts) reaches the
 //    user owners too, and its users go offline where no other node has them. There are no
@@ -47,6 +50,8 @@ export function startClusterWatchlists(deps: {
   bus: { control(to: number, msg: ControlMsg): void };
   shards: number;
   log: Logger;
+  /** Called on every change of the backend's reachability (Transport.onState). */
+  onBackendState(listener: (up: boolean) => void): void;
 }): ClusterWatchlists {
   const { cluster, bus, shards, log } = deps;
   /** The users online on this node, as announced to the others. */
@@ -87,14 +92,28 @@ export function startClusterWatchlists(deps: {
     }
   }
 
+  /** `node`'s whole state: what is not listed went offline there. */
+  function replace(node: string, users: User[]): void {
+    const now = new Set(users.map(([app, userId]) => keyOf(app, userId)));
+    for (const [k, [app, userId]] of [...(remote.get(node) ?? [])]) if (!now.has(k)) remoteUser(node, 'offline', app, userId);
+    for (const [app, userId] of users) remoteUser(node, 'online', app, userId);
+  }
+
+  const sendState = (to: string) => cluster.broadcast({ t: 'users', node: cluster.id, to, users: [...mine.values()] });
+
   cluster.onPeerMsg((msg) => {
-    if (msg.t === 'user') remoteUser(msg.node, msg.op, msg.app, msg.userId);
-    else if (msg.t === 'users' && msg.to === cluster.id) for (const [app, userId] of msg.users) remoteUser(msg.node, 'online', app, userId);
+    if (msg.t === 'user') return remoteUser(msg.node, msg.op, msg.app, msg.userId);
+    if (msg.t !== 'users' || (msg.to !== cluster.id && msg.to !== '*')) return;
+    replace(msg.node, msg.users);
+    if (msg.to === '*') sendState(msg.node);
   });
 
   cluster.onNodeJoined((node) => {
-    if (mine.size === 0) return;
-    cluster.broadcast({ t: 'users', node: cluster.id, to: node, users: [...mine.values()] });
+    if (mine.size > 0) sendState(node);
+  });
+
+  deps.onBackendState((up) => {
+    if (up) sendState('*');
   });
 
   // the owner shards drop the node's users on presence's `remote_node_gone`

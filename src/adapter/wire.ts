@@ -26,7 +26,11 @@ export type NodeMsg =
   | { t: 'counts'; node: string; counts: ChannelCount[] }
   /** A user's first signed-in connection on `node` (online) or its last one gone (offline) (adapter/watchlist.ts). */
   | { t: 'user'; node: string; op: 'online' | 'offline'; app: string; userId: string }
-  /** The users online on `node`, for `to` that just joined. */
+  /**
+   * Every user online on `node` (its whole state: the receiver forgets what it held of
+   * `node` and is not listed), for `to` that just joined, or for every node (`to` '*') when
+   * `node`'s backend is reachable again; each node answers a '*' with its own, to `node`.
+   */
   | { t: 'users'; node: string; to: string; users: [app: string, userId: string][] }
   /** `node`'s connections per app id (adapter/connections.ts). */
   | { t: 'conns'; node: string; counts: Record<string, number> };

@@ -55,7 +55,7 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
     node.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
   }
   const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log });
-  const watchlists = startClusterWatchlists({ cluster: node, bus, shards: base.shards, log });
+  const watchlists = startClusterWatchlists({ cluster: node, bus, shards: base.shards, log, onBackendState: (fn) => w.transport.onState(fn) });
   const counts = shareConnectionCounts({ cluster: node, counters: new ConnectionCounters(base.counters), slots: () => base.appSlots });
   node.onStop(() => {
     counts.stop();

@@ -3,7 +3,8 @@
 // `online` once when the first connection of the cluster signs in and `offline` once when
 // the last one goes; the state a watcher gets at sign-in counts every node, a node that
 // joins later included; a node killed with -9 takes its users offline within
-// node_timeout_ms + cleanup_interval_ms, once.
+// node_timeout_ms + cleanup_interval_ms, once; transitions lost while the backend was
+// down are made good when it is back.
 //
 // "Once" is checked with a positive marker: a later transition of the same user, whose
 // event comes after anything the earlier ones could have caused.
@@ -146,5 +147,43 @@ for (const name of BACKENDS) {
     await until(watcher, 3, 'the watcher to hear doomed come back');
     t.same(watchEvents(watcher), ['online:doomed', 'offline:doomed', 'online:doomed'], 'offline once for the killed node');
     t.same(watchEvents(onChild)[0], 'online:early', 'the new node\'s watcher got the user online on node A');
+  });
+}
+
+for (const name of BACKENDS) {
+  t.test(`${name}: transitions lost in a backend outage are made good when it is back`, async (t) => {
+    const backend = await startBackend(name);
+    t.teardown(() => backend.stop());
+    // default cluster health (30 s timeout): nobody is declared failed around the outage
+    const cfg = { ...backend.config(), workers: 2, apps: [WATCH_APP] };
+    const a = await startServer(cfg);
+    t.teardown(() => a.stop());
+    const b = await startServer(cfg);
+    t.teardown(() => b.stop());
+    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+
+    const watcher = await connect(t, a.wsUrl());
+    await signin(a, watcher, { id: 'wendy', watchlist: ['bob', 'carol'] });
+    const bob = await connect(t, b.wsUrl());
+    await signin(b, bob, { id: 'bob' });
+    await until(watcher, 1, 'the watcher on node A to hear bob (on node B) come online');
+
+    await backend.kill();
+    await eventually(() => !a.server.cluster!.isUp() && !b.server.cluster!.isUp(), 10_000, 'both nodes to see the backend down');
+    await bob.close();
+    const carol = await connect(t, b.wsUrl());
+    await signin(b, carol, { id: 'carol' });
+    await backend.resume();
+    await eventually(() => a.server.cluster!.isUp() && b.server.cluster!.isUp(), 20_000, 'both nodes to reconnect');
+    await until(watcher, 3, 'the watcher to hear what happened on node B during the outage');
+
+    // the marker: bob once more on node B
+    const again = await connect(t, b.wsUrl());
+    await signin(b, again, { id: 'bob' });
+    await until(watcher, 4, 'the watcher to hear bob come back');
+    const got = watchEvents(watcher);
+    t.equal(got[0], 'online:bob');
+    t.same(got.slice(1, 3).sort(), ['offline:bob', 'online:carol'], 'bob\'s offline and carol\'s online, lost in the outage, once each');
+    t.same(got.slice(3), ['online:bob'], 'then bob\'s return, and nothing else');
   });
 }
