@@ -32,7 +32,7 @@
 import type { Logger } from 'pino';
 import type { ControlMsg } from '../bus/messages';
 import { userOwnerOf } from '../channels/users';
-import type { ClusterNode } from './cluster';
+import type { ClusterNode, PeerMsg } from './cluster';
 
 type User = [app: string, userId: string];
 
@@ -45,6 +45,9 @@ export interface ClusterWatchlists {
 
 const keyOf = (app: string, userId: string) => `${app}\u0000${userId}`;
 
+/** Users per `users` message: a node's whole state can be large, a backend message is not (NATS: 1 MiB by default). */
+export const USERS_PER_MESSAGE = 1000;
+
 export function startClusterWatchlists(deps: {
   cluster: ClusterNode;
   bus: { control(to: number, msg: ControlMsg): void };
@@ -52,8 +55,11 @@ export function startClusterWatchlists(deps: {
   log: Logger;
   /** Called on every change of the backend's reachability (Transport.onState). */
   onBackendState(listener: (up: boolean) => void): void;
+  /** Test hook: users per `users` message (USERS_PER_MESSAGE). */
+  usersPerMessage?: number;
 }): ClusterWatchlists {
   const { cluster, bus, shards, log } = deps;
+  const perMessage = deps.usersPerMessage ?? USERS_PER_MESSAGE;
   /** The users online on this node, as announced to the others. */
   const mine = new Map<string, User>();
   /** node → the users online there (for shard restarts). */
@@ -92,20 +98,40 @@ export function startClusterWatchlists(deps: {
     }
   }
 
-  /** `node`'s whole state: what is not listed went offline there. */
-  function replace(node: string, users: User[]): void {
-    const now = new Set(users.map(([app, userId]) => keyOf(app, userId)));
-    for (const [k, [app, userId]] of [...(remote.get(node) ?? [])]) if (!now.has(k)) remoteUser(node, 'offline', app, userId);
-    for (const [app, userId] of users) remoteUser(node, 'online', app, userId);
+  /** node → the users listed so far of the whole state it is sending. */
+  const incoming = new Map<string, Set<string>>();
+
+  /** A part of `node`'s whole state; at the last part, what was not listed went offline there. */
+  function statePart(msg: Extract<PeerMsg, { t: 'users' }>): void {
+    if (msg.first) incoming.set(msg.node, new Set());
+    const listed = incoming.get(msg.node);
+    if (!listed) return; // a part whose first one was lost (backend down): the next state replaces it
+    for (const [app, userId] of msg.users) {
+      listed.add(keyOf(app, userId));
+      remoteUser(msg.node, 'online', app, userId);
+    }
+    if (!msg.last) return;
+    incoming.delete(msg.node);
+    for (const [k, [app, userId]] of [...(remote.get(msg.node) ?? [])]) if (!listed.has(k)) remoteUser(msg.node, 'offline', app, userId);
   }
 
-  const sendState = (to: string) => cluster.broadcast({ t: 'users', node: cluster.id, to, users: [...mine.values()] });
+  /** This node's whole state, in parts sent in one go (no `user` message between them). */
+  function sendState(to: string): void {
+    const users = [...mine.values()];
+    for (let i = 0; i === 0 || i < users.length; i += perMessage) {
+      const msg = { t: 'users' as const, node: cluster.id, to, users: users.slice(i, i + perMessage), first: i === 0, last: i + perMessage >= users.length };
+      if (!cluster.broadcast(msg)) {
+        log.warn({ to, users: users.length }, 'cluster watchlists: this node\'s online users not sent: the backend is down');
+        return;
+      }
+    }
+  }
 
   cluster.onPeerMsg((msg) => {
     if (msg.t === 'user') return remoteUser(msg.node, msg.op, msg.app, msg.userId);
     if (msg.t !== 'users' || (msg.to !== cluster.id && msg.to !== '*')) return;
-    replace(msg.node, msg.users);
-    if (msg.to === '*') sendState(msg.node);
+    statePart(msg);
+    if (msg.to === '*' && msg.first) sendState(msg.node);
   });
 
   cluster.onNodeJoined((node) => {
@@ -117,7 +143,10 @@ export function startClusterWatchlists(deps: {
   });
 
   // the owner shards drop the node's users on presence's `remote_node_gone`
-  cluster.onNodeGone((node) => remote.delete(node));
+  cluster.onNodeGone((node) => {
+    remote.delete(node);
+    incoming.delete(node);
+  });
 
   return {
     fromShard(msg) {

@@ -30,8 +30,9 @@ export type NodeMsg =
    * Every user online on `node` (its whole state: the receiver forgets what it held of
    * `node` and is not listed), for `to` that just joined, or for every node (`to` '*') when
    * `node`'s backend is reachable again; each node answers a '*' with its own, to `node`.
+   * In parts of at most USERS_PER_MESSAGE users (`first`, `last`), sent one after the other.
    */
-  | { t: 'users'; node: string; to: string; users: [app: string, userId: string][] }
+  | { t: 'users'; node: string; to: string; users: [app: string, userId: string][]; first: boolean; last: boolean }
   /** `node`'s connections per app id (adapter/connections.ts). */
   | { t: 'conns'; node: string; counts: Record<string, number> };
 
