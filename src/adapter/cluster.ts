@@ -25,8 +25,8 @@ export type ClusterHealth = Config['adapter']['cluster_health'];
 /** How long a stopping node waits for its `bye` to come back from the backend. */
 const STOP_ECHO_WAIT_MS = 1000;
 
-/** What the layers above the node exchange (presence). */
-export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' }>;
+/** What the layers above the node exchange (presence, watchlists, connection counts). */
+export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' | 'user' | 'users' }>;
 
 /** Answers a question of another node (a handler per request kind). */
 export type Answerer = (body: unknown, from: string) => unknown;
@@ -150,6 +150,8 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       case 'sync':
       case 'counts':
       case 'conns':
+      case 'user':
+      case 'users':
         seen(msg.node);
         for (const fn of peerListeners) fn(msg);
         return;
@@ -194,7 +196,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     seen(d.node);
     const f = d.frame;
     try {
-      bridge.publish(f.app, f.channel, f.except, Buffer.from(f.message).toString(), typeof f.tags === 'string' ? f.tags : null);
+      bridge.publish(f.app, f.channel, f.except, Buffer.from(f.message).toString(), typeof f.tags === 'string' ? f.tags : null, d.delta);
     } catch (err) {
       metrics.inc('adapter_errors_total');
       if (err instanceof BusFullError) log.warn({ channel: f.channel }, 'cluster: a remote publish was dropped: the shards\' queues are full');
@@ -216,9 +218,9 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     metrics.inc('adapter_subscribe_total');
   }
 
-  bridge.onLocal((f) => {
+  bridge.onLocal((f, delta) => {
     if (left) return; // after `bye`: the other nodes no longer count this one
-    if (tx.publish(subj.pub, encodeNodePublish(id, f))) metrics.inc('adapter_publish_total');
+    if (tx.publish(subj.pub, encodeNodePublish(id, f, delta))) metrics.inc('adapter_publish_total');
     else metrics.inc('adapter_errors_total');
   });
 

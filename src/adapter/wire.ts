@@ -1,10 +1,11 @@
 // What nodes send each other over the transport. Publishes are binary (the client frame
 // travels as the bytes it was published as, like on the rings); the rest is small JSON.
 //
-//   publish:  [u8 1][u8 nodeLen][node ascii][publish frame of bus/messages.ts]
+//   publish:  [u8 1][u8 nodeLen][node ascii][u8 delta: 0 none, 1 true, 2 false][publish frame of bus/messages.ts]
 //   control:  [u8 2][JSON NodeMsg]
 
 import { decodePublish, encodePublish, type PublishFrame } from '../bus/messages';
+import { Force, forceOf } from '../delta/wire';
 
 export const Kind = { Publish: 1, Control: 2 } as const;
 
@@ -26,6 +27,15 @@ export type NodeMsg =
    * occupancy transitions since the last one, in order (absent from older builds).
    */
   | { t: 'counts'; node: string; counts: ChannelCount[]; occ?: Occupancy[] }
+  /** A user's first signed-in connection on `node` (online) or its last one gone (offline) (adapter/watchlist.ts). */
+  | { t: 'user'; node: string; op: 'online' | 'offline'; app: string; userId: string }
+  /**
+   * Every user online on `node` (its whole state: the receiver forgets what it held of
+   * `node` and is not listed), for `to` that just joined, or for every node (`to` '*') when
+   * `node`'s backend is reachable again; each node answers a '*' with its own, to `node`.
+   * In parts of at most USERS_PER_MESSAGE users (`first`, `last`), sent one after the other.
+   */
+  | { t: 'users'; node: string; to: string; users: [app: string, userId: string][]; first: boolean; last: boolean }
   /** `node`'s connections per app id (adapter/connections.ts). */
   | { t: 'conns'; node: string; counts: Record<string, number> };
 
@@ -35,14 +45,16 @@ export type Occupancy = [op: 'occupied' | 'vacated', app: string, channel: strin
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-export function encodeNodePublish(node: string, f: PublishFrame): Uint8Array {
+/** `delta`: the publish's `"delta": true|false` (undefined: the configuration decides). */
+export function encodeNodePublish(node: string, f: PublishFrame, delta?: boolean): Uint8Array {
   // tags as published (a string or none: only subscription counts carry TAGS_ALL, never bridged)
   const body = encodePublish(f.app, f.channel, f.except, f.message, typeof f.tags === 'string' ? f.tags : null);
-  const out = new Uint8Array(2 + node.length + body.length);
+  const out = new Uint8Array(3 + node.length + body.length);
   out[0] = Kind.Publish;
   out[1] = node.length;
   for (let i = 0; i < node.length; i++) out[2 + i] = node.charCodeAt(i);
-  out.set(body, 2 + node.length);
+  out[2 + node.length] = forceOf(delta);
+  out.set(body, 3 + node.length);
   return out;
 }
 
@@ -55,7 +67,7 @@ export function encodeNodeMsg(msg: NodeMsg): Uint8Array {
 }
 
 export type Decoded =
-  | { kind: typeof Kind.Publish; node: string; frame: PublishFrame }
+  | { kind: typeof Kind.Publish; node: string; frame: PublishFrame; delta: boolean | undefined }
   | { kind: typeof Kind.Control; msg: NodeMsg };
 
 /** Throws on a frame that is not ours (the caller counts it as an adapter error). */
@@ -63,7 +75,10 @@ export function decodeNode(buf: Uint8Array): Decoded {
   if (buf[0] === Kind.Publish) {
     const n = buf[1];
     const node = String.fromCharCode(...buf.subarray(2, 2 + n));
-    return { kind: Kind.Publish, node, frame: decodePublish(buf.subarray(2 + n)) };
+    const force = buf[2 + n];
+    if (force !== Force.None && force !== Force.Delta && force !== Force.Full) throw new Error(`unknown delta flag ${force}`);
+    const delta = force === Force.Delta ? true : force === Force.Full ? false : undefined;
+    return { kind: Kind.Publish, node, frame: decodePublish(buf.subarray(3 + n)), delta };
   }
   if (buf[0] === Kind.Control) {
     const msg = JSON.parse(dec.decode(buf.subarray(1))) as NodeMsg;

@@ -91,6 +91,12 @@ export type ControlMsg =
   | { type: 'unwatch'; app: string; userIds: string[]; shard: number }
   /** Owner of the users → a shard with watchers of them: they came online / went offline. */
   | { type: 'watchlist'; app: string; op: 'online' | 'offline'; userIds: string[] }
+  /** Owner shard → primary (in a cluster): a user's first signed-in connection on this node (online) or its last one gone (offline). */
+  | { type: 'cluster_user'; op: 'online' | 'offline'; app: string; userId: string }
+  /** Replacement owner shard → primary, after its rebuild: the users it owns that are online on this node (the primary tells the other nodes what changed). */
+  | { type: 'cluster_users'; shard: number; users: [app: string, userId: string][] }
+  /** Primary → owner shard: a user came online / went offline on another node (adapter/watchlist.ts). */
+  | { type: 'remote_user'; op: 'online' | 'offline'; node: string; app: string; userId: string }
   /** Surviving shard → the replacement of a crashed shard, before its last `restore`: its part of the users the replacement owns. */
   | { type: 'user_restore'; users: UserRestore[] }
   | { type: 'reply'; req: number; body: unknown }

@@ -14,6 +14,13 @@
 //                     sends each survivor `offline` for users it was told were online and
 //                     that only the dead shard held, and `online` for users whose event was
 //                     lost in the dead rings — so every watcher hears each transition once.
+//
+// In a cluster (adapter.driver not local; adapter/watchlist.ts) the owner also keeps, per
+// user, the other nodes where the user is online: a user is online while it has a
+// connection here or on any other node. Node-local transitions (first / last connection
+// on this node) go to the other nodes through the primary (UserClusterPort); the events
+// to this node's watchers are decided on the cluster-wide state, so each watcher hears
+// `online` when the first node gets the user and `offline` when the last one loses it.
 // No thread, bus or socket here: test/channels/users.test.ts drives it directly.
 
 import type { Logger } from 'pino';
@@ -31,17 +38,34 @@ export type WatchOp = 'online' | 'offline';
 export type Notify = (shard: number, app: string, op: WatchOp, userIds: string[]) => void;
 
 interface UserRecord {
-  /** Signed-in connections, all shards. */
+  /** Signed-in connections, all shards of this node. */
   conns: number;
   byShard: Map<number, number>;
   /** Watchers of this user per shard. */
   watchers: Map<number, number>;
+  /** The other nodes where the user is online (a cluster only). */
+  remote: Set<string>;
 }
+
+/** Where node-local transitions go in a cluster (through the primary to the other nodes). */
+export interface UserClusterPort {
+  /** The user's first signed-in connection on this node (online) or its last one closed (offline). */
+  changed(op: WatchOp, app: string, userId: string): void;
+  /** After a rebuild: every user this shard owns that is online on this node. */
+  state(users: [app: string, userId: string][]): void;
+}
+
+const isOnline = (rec: UserRecord) => rec.conns > 0 || rec.remote.size > 0;
 
 export class UserStore {
   private readonly apps = new Map<string, Map<string, UserRecord>>();
+  /**
+   * A replacement shard rebuilding its records: no events (the other nodes' state can
+   * arrive then; finishRebuild() tells the watchers what changed, once).
+   */
+  quiet = false;
 
-  constructor(private readonly notify: Notify) {}
+  constructor(private readonly notify: Notify, private readonly cluster: UserClusterPort | null = null) {}
 
   /** A signed-in connection of `userId` was added (+1) or closed (-1) on `shard`. */
   conn(app: string, userId: string, shard: number, delta: number): void {
@@ -49,11 +73,13 @@ export class UserStore {
     if (!rec) return;
     const here = rec.byShard.get(shard) ?? 0;
     if (delta < 0 && here <= 0) return; // never below zero on a shard
+    const was = isOnline(rec);
     if (here + delta > 0) rec.byShard.set(shard, here + delta);
     else rec.byShard.delete(shard);
     rec.conns += delta;
-    if (delta > 0 && rec.conns === delta) this.tell(app, userId, rec, 'online');
-    else if (delta < 0 && rec.conns === 0) this.tell(app, userId, rec, 'offline');
+    if (delta > 0 && rec.conns === delta) this.cluster?.changed('online', app, userId);
+    else if (delta < 0 && rec.conns === 0) this.cluster?.changed('offline', app, userId);
+    if (was !== isOnline(rec)) this.tell(app, userId, rec, was ? 'offline' : 'online');
     this.tidy(app, userId, rec);
   }
 
@@ -63,7 +89,7 @@ export class UserStore {
     for (const id of userIds) {
       const rec = this.ensure(app, id);
       rec.watchers.set(shard, (rec.watchers.get(shard) ?? 0) + 1);
-      if (rec.conns > 0) online.push(id);
+      if (isOnline(rec)) online.push(id);
     }
     return online;
   }
@@ -94,7 +120,8 @@ export class UserStore {
           rec.conns -= c;
           if (rec.conns <= 0) {
             rec.conns = 0;
-            for (const s of rec.watchers.keys()) out.add(s, app, 'offline', id);
+            this.cluster?.changed('offline', app, id);
+            if (!this.quiet && rec.remote.size === 0) for (const s of rec.watchers.keys()) out.add(s, app, 'offline', id);
           }
         }
         this.tidy(app, id, rec);
@@ -114,8 +141,45 @@ export class UserStore {
     if (u.watchers > 0) rec.watchers.set(shard, (rec.watchers.get(shard) ?? 0) + u.watchers);
   }
 
+  /** Another node's transition of the user (a cluster). */
+  remote(app: string, userId: string, node: string, op: WatchOp): void {
+    if (op === 'online') {
+      const rec = this.ensure(app, userId);
+      const was = isOnline(rec);
+      rec.remote.add(node);
+      if (!was) this.tell(app, userId, rec, 'online');
+      return;
+    }
+    const rec = this.get(app, userId);
+    if (!rec || !rec.remote.delete(node)) return;
+    if (!isOnline(rec)) this.tell(app, userId, rec, 'offline');
+    this.tidy(app, userId, rec);
+  }
+
+  /** Node `node` stopped or was declared failed: its users leave; those left nowhere go offline. */
+  dropNode(node: string): void {
+    const out = new Grouped();
+    for (const [app, users] of [...this.apps]) {
+      for (const [id, rec] of [...users]) {
+        if (!rec.remote.delete(node)) continue;
+        if (!this.quiet && !isOnline(rec)) for (const s of rec.watchers.keys()) out.add(s, app, 'offline', id);
+        this.tidy(app, id, rec);
+      }
+    }
+    out.send(this.notify);
+  }
+
+  /** Whether the user is online anywhere in the cluster. */
   online(app: string, userId: string): boolean {
-    return (this.get(app, userId)?.conns ?? 0) > 0;
+    const rec = this.get(app, userId);
+    return rec !== undefined && isOnline(rec);
+  }
+
+  /** The users online on this node (signed-in connections here). */
+  localOnline(): [app: string, userId: string][] {
+    const out: [string, string][] = [];
+    for (const [app, users] of this.apps) for (const [id, rec] of users) if (rec.conns > 0) out.push([app, id]);
+    return out;
   }
 
   /** Users with a record (tests and logs). */
@@ -126,6 +190,7 @@ export class UserStore {
   }
 
   private tell(app: string, userId: string, rec: UserRecord, op: WatchOp): void {
+    if (this.quiet) return;
     for (const s of rec.watchers.keys()) this.notify(s, app, op, [userId]);
   }
 
@@ -137,13 +202,13 @@ export class UserStore {
     let users = this.apps.get(app);
     if (!users) this.apps.set(app, (users = new Map<string, UserRecord>()));
     let rec = users.get(userId);
-    if (!rec) users.set(userId, (rec = { conns: 0, byShard: new Map(), watchers: new Map() }));
+    if (!rec) users.set(userId, (rec = { conns: 0, byShard: new Map(), watchers: new Map(), remote: new Set() }));
     return rec;
   }
 
   /** A record with neither a connection nor a watcher is dropped. */
   private tidy(app: string, userId: string, rec: UserRecord): void {
-    if (rec.conns > 0 || rec.watchers.size > 0) return;
+    if (rec.conns > 0 || rec.watchers.size > 0 || rec.remote.size > 0) return;
     const users = this.apps.get(app)!;
     users.delete(userId);
     if (users.size === 0) this.apps.delete(app);
@@ -167,8 +232,8 @@ class Grouped {
 }
 
 /** Owner messages of the watchlists (the rest of ControlMsg is not this service's). */
-export type UserMsg = Extract<ControlMsg, { type: 'user_conn' | 'watch' | 'unwatch' | 'user_restore' }>;
-const USER_TYPES: ReadonlySet<string> = new Set<UserMsg['type']>(['user_conn', 'watch', 'unwatch', 'user_restore']);
+export type UserMsg = Extract<ControlMsg, { type: 'user_conn' | 'watch' | 'unwatch' | 'user_restore' | 'remote_user' }>;
+const USER_TYPES: ReadonlySet<string> = new Set<UserMsg['type']>(['user_conn', 'watch', 'unwatch', 'user_restore', 'remote_user']);
 
 export function isUserMsg(msg: ControlMsg): msg is UserMsg {
   return USER_TYPES.has(msg.type);
@@ -180,6 +245,10 @@ export interface UserOwnerDeps {
   /** Answers a request (bus.reply). */
   reply(to: number, req: number, body: unknown): void;
   log: Logger;
+  /** In a cluster: where node-local transitions go (null or absent: a single node). */
+  cluster?: UserClusterPort | null;
+  /** A replacement shard: quiet until finishRebuild(). */
+  rebuilding?: boolean;
 }
 
 export interface UserOwner {
@@ -189,6 +258,8 @@ export interface UserOwner {
   finishRebuild(): void;
   /** A survivor died too during the rebuild: nothing to tell it. */
   peerGone(shard: number): void;
+  /** Another node stopped or was declared failed (`remote_node_gone`). */
+  nodeGone(node: string): void;
 }
 
 export function createUserOwner(deps: UserOwnerDeps): UserOwner {
@@ -200,7 +271,8 @@ export function createUserOwner(deps: UserOwnerDeps): UserOwner {
       log.error({ err, shard, op, users: userIds.length }, 'watchlist event not delivered: internal queue full');
     }
   };
-  const store = new UserStore(notify);
+  const store = new UserStore(notify, deps.cluster ?? null);
+  store.quiet = deps.rebuilding === true;
   /** Rebuild: survivor shard → `${app} ${userId}` → [app, userId, known]. */
   const known = new Map<number, Map<string, [string, string, boolean]>>();
 
@@ -214,6 +286,8 @@ export function createUserOwner(deps: UserOwnerDeps): UserOwner {
           return deps.reply(from, msg.req, store.watch(msg.app, msg.userIds, from));
         case 'unwatch':
           return store.unwatch(msg.app, msg.userIds, msg.shard);
+        case 'remote_user':
+          return store.remote(msg.app, msg.userId, msg.node, msg.op);
         case 'user_restore':
           for (const u of msg.users) {
             store.restore(u, from);
@@ -226,6 +300,9 @@ export function createUserOwner(deps: UserOwnerDeps): UserOwner {
       }
     },
     finishRebuild() {
+      store.quiet = false;
+      // the other nodes learn what this node's state is now (the primary sends the changes)
+      deps.cluster?.state(store.localOnline());
       const out = new Grouped();
       for (const [shard, users] of known) {
         for (const [app, id, wasOnline] of users.values()) {
@@ -238,6 +315,9 @@ export function createUserOwner(deps: UserOwnerDeps): UserOwner {
     },
     peerGone(shard) {
       known.delete(shard);
+    },
+    nodeGone(node) {
+      store.dropNode(node);
     },
   };
 }

@@ -1,6 +1,6 @@
-// Options the config accepts (they are all in the spec) but whose engine part is not in
-// this build yet, or that ringcast's design has no use for. Setting one is refused at
-// startup with the key named and the reason, rather than silently running without it.
+// Options the config accepts (they are all in the spec) but that ringcast's design has no
+// use for. Setting one is refused at startup with the key named and the reason, rather
+// than silently running without it. (Every option of the spec's own parts is built.)
 
 import { defaultConfig } from './defaults';
 import type { Config } from './types';
@@ -8,14 +8,6 @@ import { ConfigError, type ConfigIssue } from './validate';
 
 export function unsupportedIssues(c: Config): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
-  const no = (key: string, what: string) =>
-    issues.push({ key, message: `${key}: ${what} is not available in this build of ringcast yet` });
-  c.apps.forEach((app, i) => {
-    // the user owners count signed-in connections per process, not yet over the cluster
-    if (c.adapter.driver !== 'local' && app.enable_watchlist_events) {
-      no(`apps[${i}].enable_watchlist_events`, `watchlist events across nodes (adapter.driver ${c.adapter.driver})`);
-    }
-  });
   // Options of other servers' designs that ringcast's does not have: refused with the reason
   // rather than accepted and ignored.
   const never = (key: string, why: string) => issues.push({ key, message: `${key}: ${why}` });

@@ -1,12 +1,14 @@
 // The primary's cluster wiring (adapter.driver redis, redis-cluster, nats): joins this
 // process to the cluster through its transport and attaches what the shards need of it —
-// cluster-wide channel questions, presence and counts (adapter/presence.ts), connection
+// cluster-wide channel questions, presence and counts (adapter/presence.ts), watchlists
+// (adapter/watchlist.ts), connection
 // counts (adapter/connections.ts), and the backend's up/down flag that /up/{appId} reads.
 
 import type { Logger } from 'pino';
 import { ADAPTER_CONNECT_TIMEOUT_MS, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
 import { shareConnectionCounts } from '../adapter/connections';
 import { startClusterPresence } from '../adapter/presence';
+import { startClusterWatchlists } from '../adapter/watchlist';
 import type { Bus } from '../bus/bus';
 import type { ControlMsg } from '../bus/messages';
 import type { Bridge } from '../channels/bridge';
@@ -62,6 +64,7 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   }
   const webhooks = w.webhooks;
   const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log, webhook: webhooks && ((app, e) => webhooks.send(app, e)) });
+  const watchlists = startClusterWatchlists({ cluster: node, bus, shards: base.shards, log, onBackendState: (fn) => w.transport.onState(fn) });
   const counts = shareConnectionCounts({ cluster: node, counters: new ConnectionCounters(base.counters), slots: () => base.appSlots });
   // delta_compression.cluster_coordination: stream positions agreed over the cluster
   const d = base.delta;
@@ -81,10 +84,14 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
 
   return {
     node,
-    renewed: (shard) => presence.resend(shard),
+    renewed: (shard) => {
+      presence.resend(shard);
+      watchlists.resend(shard);
+    },
     deltaLocal: coord ? (app, channel, message) => coord.local(app, channel, message) : null,
     control: (msg, from) => {
       if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
+      if (msg.type === 'cluster_user' || msg.type === 'cluster_users') return watchlists.fromShard(msg);
       if (msg.type === 'delta_origin') return coord?.origin(msg);
       if (msg.type !== 'cluster_ask') {
         log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');

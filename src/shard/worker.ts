@@ -153,16 +153,32 @@ const owner = createOwnerService({
   } : undefined,
 });
 
+/** A control message to the primary (thread `shards`) that nobody waits for: logged when the queue is full. */
+function toPrimary(msg: ControlMsg, what: string): void {
+  try {
+    bus.control(shards, msg);
+  } catch (err) {
+    log.error({ err }, `could not tell the primary about ${what}: the other nodes miss it`);
+  }
+}
+
 /** Watchlists: the online state of the users hashed to this shard, and this shard's watchers. */
 const users = createUserOwner({
   control: (to, msg) => bus.control(to, msg),
   reply: (to, req, body) => bus.reply(to, req, body),
   log,
+  rebuilding: init.restoreFrom !== null,
+  // in a cluster, node-local online / offline go to the other nodes through the primary
+  cluster: config.adapter.driver === 'local' ? null : {
+    changed: (op, app, userId) => toPrimary({ type: 'cluster_user', op, app, userId }, 'a user\'s online state'),
+    state: (list) => toPrimary({ type: 'cluster_users', shard: shardId, users: list }, 'the rebuilt online users'),
+  },
 });
 const watchlists = createWatchlists({ users: createUserDirectory({ bus, shards, log, metrics }), log, metrics, out });
 
 function onControl(msg: ControlMsg, from: number): void {
   if (failover.defer(msg, from)) return; // a replacement shard still rebuilding its records
+  if (msg.type === 'remote_node_gone') users.nodeGone(msg.node); // and the owner's presence below
   if (isOwnerMsg(msg)) return owner.handle(msg, from);
   if (isUserMsg(msg)) return users.handle(msg, from);
   switch (msg.type) {

@@ -89,3 +89,55 @@ t.test('rebuild: restored without events, then each survivor told what its watch
   owner.finishRebuild();
   t.same(sent, [], 'the survivors\' states are forgotten once used');
 });
+
+t.test('cluster: a user is online while any node has them; node-local transitions go to the port', async (t) => {
+  const sent: Sent[] = [];
+  const port: [WatchOp, string][] = [];
+  const s = new UserStore((shard, _app, op, ids) => sent.push([shard, op, ids]), {
+    changed: (op, _app, userId) => port.push([op, userId]),
+    state: () => undefined,
+  });
+  s.watch('a', ['bob', 'carol'], 1);
+  s.remote('a', 'bob', 'node-b', 'online');
+  t.same(sent, [[1, 'online', ['bob']]], 'online when another node gets the user');
+  s.conn('a', 'bob', 0, 1);
+  s.remote('a', 'bob', 'node-c', 'online');
+  t.same(sent.length, 1, 'no second online: the user was online already');
+  t.same(port, [['online', 'bob']], 'this node\'s first connection is told to the other nodes');
+  s.remote('a', 'bob', 'node-b', 'offline');
+  s.conn('a', 'bob', 0, -1);
+  t.same(port, [['online', 'bob'], ['offline', 'bob']], 'and its last one');
+  t.same(sent.length, 1, 'still online on node C');
+  t.same(s.watch('a', ['bob', 'carol'], 2), ['bob'], 'a new watcher counts the other nodes');
+  s.remote('a', 'carol', 'node-c', 'online');
+  sent.length = 0;
+  s.dropNode('node-c');
+  t.same(sent.map(([shard, op, ids]) => [shard, op, ids.sort()]).sort(), [[1, 'offline', ['bob', 'carol']], [2, 'offline', ['bob', 'carol']]], 'a gone node\'s users go offline, one message per shard');
+  t.same(port.length, 2, 'remote changes are not told back to the nodes');
+  s.remote('a', 'bob', 'node-b', 'offline'); // an unknown node's offline changes nothing
+  s.unwatch('a', ['bob', 'carol'], 1);
+  s.unwatch('a', ['bob', 'carol'], 2);
+  t.equal(s.size, 0, 'records dropped');
+});
+
+t.test('cluster rebuild: remote state arrives quietly; finishRebuild reports the node-local state', async (t) => {
+  const sent: [number, ControlMsg][] = [];
+  const states: [string, string][][] = [];
+  const owner = createUserOwner({
+    control: (to, msg) => sent.push([to, msg]), reply: () => undefined, log: pino({ level: 'silent' }), rebuilding: true,
+    cluster: { changed: () => undefined, state: (users) => states.push(users) },
+  });
+  owner.handle({ type: 'remote_user', op: 'online', node: 'n2', app: 'a', userId: 'remote' }, 2);
+  owner.handle({ type: 'user_restore', users: [
+    { app: 'a', userId: 'remote', conns: 0, watchers: 1, known: false }, // its online was lost with the dead owner
+    { app: 'a', userId: 'here', conns: 1, watchers: 1, known: true },
+  ] }, 0);
+  owner.nodeGone('n3');
+  t.same(sent, [], 'no event while rebuilding');
+  owner.finishRebuild();
+  t.same(states, [[['a', 'here']]], 'the users online on this node go to the primary');
+  t.same(sent, [[0, { type: 'watchlist', app: 'a', op: 'online', userIds: ['remote'] }]], 'the watcher hears of the remote user once');
+  sent.length = 0;
+  owner.nodeGone('n2');
+  t.same(sent, [[0, { type: 'watchlist', app: 'a', op: 'offline', userIds: ['remote'] }]], 'events flow after the rebuild');
+});

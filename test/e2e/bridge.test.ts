@@ -10,6 +10,7 @@ import { start } from '../../src/main';
 import { APP, RawClient, WORKERS, eventually } from '../helpers/server';
 import Pusher from 'pusher';
 import http from 'node:http';
+import { signedPost } from '../helpers/http';
 
 async function bridged(workers: number) {
   const config = loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers, log: { level: 'error' }, apps: [{ ...APP }] } });
@@ -33,7 +34,11 @@ t.test('the primary publishes into every shard with subscribers, and hears each 
   for (const c of clients) await c.subscribeAuthed('private-b');
 
   const local: PublishFrame[] = [];
-  server.bridge!.onLocal((f) => local.push(f));
+  const flags = new Map<string, boolean | undefined>();
+  server.bridge!.onLocal((f, delta) => {
+    local.push(f);
+    flags.set(Buffer.from(f.message).toString(), delta);
+  });
 
   // primary → shards
   const message = '{"event":"from-elsewhere","channel":"private-b","data":"{\\"n\\":1}"}';
@@ -63,6 +68,17 @@ t.test('the primary publishes into every shard with subscribers, and hears each 
   t.match(texts.find((x) => x.message.includes('"api-ev"')), { app: APP.id, channel: 'private-b', except: clients[1].socketId });
   t.same(texts.filter((x) => x.message.includes('client-typing')).length, 1, 'the client event once');
   t.match(texts.find((x) => x.message.includes('client-typing')), { except: clients[2].socketId });
+
+  // a publish's "delta" reaches the primary with it (the cluster adapters carry it on)
+  for (const delta of [false, true]) {
+    const r = await signedPost(server.port, APP, 'events', { name: `delta-${delta}`, channel: 'private-b', data: '{}', delta });
+    t.equal(r.status, 200);
+  }
+  await eventually(() => local.some((f) => Buffer.from(f.message).toString().includes('delta-true')), 5000, 'both flagged publishes at the primary');
+  const flagOf = (event: string) => [...flags].find(([m]) => m.includes(`"${event}"`))?.[1];
+  t.equal(flagOf('delta-false'), false, '"delta": false');
+  t.equal(flagOf('delta-true'), true, '"delta": true');
+  t.equal(flagOf('api-ev'), undefined, 'no "delta": the configuration decides');
 });
 
 t.test('without the bridge option there is no bridge and nothing is copied to the primary', async (t) => {
