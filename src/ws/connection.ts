@@ -13,6 +13,7 @@ import type { WsDeps } from './deps';
 import { createSignin } from './signin';
 import { createSubscriptions } from './subscribe';
 import type { Socket, SocketData } from './types';
+import type { AppConfig } from '../config/types';
 import { sendFrame } from './send';
 
 const decoder = new TextDecoder();
@@ -25,6 +26,35 @@ function parseData(data: unknown): unknown {
     return data;
   }
 }
+
+/**
+ * A connection's user data. At most USER_DATA_FIELDS fields: uWS hands back a user data
+ * object of more than 15 properties in dictionary mode (bench/ws/user-data.bench.ts), which
+ * costs every connection ~0.65 KiB more (19,000 idle connections: +12 MiB) and a hash
+ * lookup for every field read on every frame.
+ */
+export function newSocketData(id: string, app: AppConfig | null, refuse: SocketData['refuse']): SocketData {
+  return {
+    id,
+    app,
+    refuse,
+    counted: -1,
+    closed: false,
+    userId: null,
+    watch: null,
+    authBy: 0,
+    channels: new Map(),
+    lastSeen: Date.now(),
+    evWindowStart: 0,
+    evCount: 0,
+    wsWindowStart: 0,
+    wsCount: 0,
+    delta: null,
+  };
+}
+
+/** The most fields uWS keeps a user data object fast with. */
+export const USER_DATA_FIELDS = 15;
 
 /** uWS's ping margin for an idle timeout (WebSocketContextData::calculateIdleTimeoutCompnents). */
 function pingMargin(idleTimeout: number): number {
@@ -155,25 +185,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     if (!app) refuse = { code: ErrorCode.AppNotFound, message: `App key ${key} does not exist` };
     else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };
     else if (!originAllowed(origin, app.allowed_origins)) refuse = { code: ErrorCode.Unauthorized, message: CloseMessage[ErrorCode.Unauthorized] ?? 'Origin not allowed' };
-    const data: SocketData = {
-      id: deps.nextSocketId(),
-      app,
-      appIdx: app ? apps.index(app) : -1,
-      refuse,
-      counted: false,
-      closed: false,
-      userId: null,
-      watch: null,
-      authBy: 0,
-      channels: new Map(),
-      lastSeen: Date.now(),
-      pingSentAt: 0,
-      evWindowStart: 0,
-      evCount: 0,
-      wsWindowStart: 0,
-      wsCount: 0,
-      delta: null,
-    };
+    const data = newSocketData(deps.nextSocketId(), app, refuse);
     res.upgrade(data, secKey, proto, ext, context);
   }
 
@@ -202,7 +214,8 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
 
     open(ws) {
       const d = ws.getUserData();
-      if (!d.refuse && !counters.tryAcquire(d.appIdx, d.app!.max_connections)) {
+      const slot = d.refuse ? -1 : apps.index(d.app!);
+      if (!d.refuse && !counters.tryAcquire(slot, d.app!.max_connections)) {
         d.refuse = { code: ErrorCode.OverQuota, message: `App is over its connection quota (${d.app!.max_connections})` };
       }
       if (d.refuse) {
@@ -217,7 +230,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
         });
         return;
       }
-      d.counted = true;
+      d.counted = slot;
       // user_authentication_timeout: checked by sweep() (one pass a second, no timer per socket)
       if (d.app!.user_authentication_timeout !== null) d.authBy = Date.now() + d.app!.user_authentication_timeout * 1000;
       sockets.set(d.id, ws);
@@ -238,8 +251,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
         return ws.end(WsClose.MessageTooBig, 'Message too big');
       }
       const now = Date.now();
-      d.lastSeen = now;
-      d.pingSentAt = 0;
+      d.lastSeen = now; // positive again: any frame answers a ping
       if (wsMax !== null && overWsWindow(ws, d, now)) return;
       onFrame(ws, d, decoder.decode(message), now);
     },
@@ -252,10 +264,11 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       const d = ws.getUserData();
       d.closed = true;
       deps.backpressure.closed(d);
-      if (!d.counted) return;
-      d.counted = false;
+      if (d.counted < 0) return;
+      const slot = d.counted;
+      d.counted = -1;
       sockets.delete(d.id);
-      counters.release(d.appIdx);
+      counters.release(slot);
       meters.app(d.app!.id).connectionsActive.dec();
       // Before the unsubscribes: a test that sees an owner count the unsubscribe knows the
       // owner of the user (the same shard, if it is the channel's owner) has the sign-out too.
@@ -283,13 +296,13 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
           continue;
         }
         deps.backpressure.sweep(ws, d);
-        if (d.pingSentAt > 0) {
-          if (now - d.pingSentAt >= pongMs) {
+        if (d.lastSeen < 0) {
+          if (now + d.lastSeen >= pongMs) {
             meters.app(d.app!.id).connectionError('pong_timeout').inc();
             ws.end(ErrorCode.PongTimeout, 'Pong reply not received');
           }
         } else if (now - d.lastSeen >= activityMs) {
-          d.pingSentAt = now;
+          d.lastSeen = -now;
           sendFrame(meters, ws, d.app!.id, Ev.Ping, frame(deps.out(Ev.Ping), {}));
         }
       }

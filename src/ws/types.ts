@@ -34,11 +34,15 @@ export interface SocketData {
   id: string;
   /** null when the connection is refused at open (see `refuse`). */
   app: AppConfig | null;
-  appIdx: number;
   /** Set at upgrade when the connection must be refused right after it opens. */
   refuse: { code: number; message: string } | null;
-  /** Counted against the app's max_connections (so close must give it back). */
-  counted: boolean;
+  /**
+   * -1 until the connection is counted against its app's max_connections; then the app's
+   * slot in the shared counters, which close gives back. (One field for both: every field
+   * of this object costs every connection, and V8 lays out a literal of more than 15 of
+   * them so that 19,000 idle connections take ~12 MiB more: bench/ws/user-data.bench.ts.)
+   */
+  counted: number;
   closed: boolean;
   /** The user this socket signed in as (pusher:signin), else null. */
   userId: string | null;
@@ -50,9 +54,12 @@ export interface SocketData {
    */
   authBy: number;
   channels: Map<string, Subscription>;
+  /**
+   * When the client's last frame came (ms); negated once the server sent pusher:ping for
+   * its silence (−the time of that ping), until the next frame. (One field for both: see
+   * `counted`.)
+   */
   lastSeen: number;
-  /** When the server sent pusher:ping for inactivity, else 0. */
-  pingSentAt: number;
   /** Client-event rate window. */
   evWindowStart: number;
   evCount: number;
