@@ -8,7 +8,7 @@ import t from 'tap';
 import { signedPost } from '../helpers/http';
 import { APP, eventually, startServer, type TestServer } from '../helpers/server';
 import { Books, core, DeltaClient, rng } from '../delta/clients';
-import { BACKENDS, startBackend } from './backends';
+import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 
 async function publish(srv: TestServer, channel: string, data: string, extra: Record<string, unknown> = {}): Promise<void> {
   const r = await signedPost(srv.port, APP, 'events', { name: 'price', channel, data, ...extra });

@@ -9,7 +9,7 @@ import { APP, eventually, RawClient, startServer, type Frame } from '../helpers/
 import { settle } from '../helpers/settle';
 import { ownerOf } from '../../src/channels/owner';
 import { startReceiver } from '../webhooks/receiver';
-import { BACKENDS, startBackend } from './backends';
+import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 import { HEALTH, startChild } from './child';
 
 const data = (f: Frame) => (typeof f.data === 'string' ? JSON.parse(f.data) : f.data) as { user_id: string };

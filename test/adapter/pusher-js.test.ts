@@ -8,7 +8,7 @@ import type PusherJS from 'pusher-js';
 import type { Channel, PresenceChannel } from 'pusher-js';
 import { connected, pusherJs } from '../helpers/pusher-js';
 import { eventually, startServer } from '../helpers/server';
-import { BACKENDS, startBackend } from './backends';
+import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 
 const subscribed = (c: PusherJS, name: string): Promise<Channel> => new Promise((resolve, reject) => {
   const ch = c.subscribe(name);

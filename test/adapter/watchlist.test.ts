@@ -19,7 +19,7 @@ import t, { type Test } from 'tap';
 import { userOwnerOf } from '../../src/channels/users';
 import { freePort } from '../helpers/net';
 import { APP, eventually, RawClient, startServer, type Frame, type TestServer } from '../helpers/server';
-import { BACKENDS, startBackend, type Backend } from './backends';
+import { LOGIC_BACKENDS as BACKENDS, startBackend, type Backend } from './backends';
 import { HEALTH, startChild } from './child';
 
 const WATCH_APP = { ...APP, enable_watchlist_events: true };

@@ -12,7 +12,7 @@ import t, { type Test } from 'tap';
 import { ownerOf } from '../../src/channels/owner';
 import { APP, eventually, RawClient, startServer, type TestServer } from '../helpers/server';
 import { startReceiver, type Receiver } from '../webhooks/receiver';
-import { BACKENDS, startBackend } from './backends';
+import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 
 const NODE_WORKERS = 2;
 const USERS = 12;
