@@ -1,5 +1,6 @@
 // A ringcast node as a real `ringcast start` child process (bin/ringcast.js; needs tsc
-// first), for the tests that kill a node with -9 (node-failure, watchlist).
+// first), for the tests that kill a node with -9 (node-failure, watchlist, the delta
+// coordinator's failure).
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

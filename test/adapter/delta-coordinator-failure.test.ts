@@ -6,42 +6,16 @@
 // a real `ringcast start` child process (bin/ringcast.js; needs tsc first) whose node id
 // is smaller than A's (children are started until one is).
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import t, { type Test } from 'tap';
+import type { ChildProcess } from 'node:child_process';
+import t from 'tap';
 import { freePort } from '../helpers/net';
 import { APP, eventually, startServer } from '../helpers/server';
 import { Books, core, DeltaClient, rng } from '../delta/clients';
 import { metric } from '../faults/api';
-import { startBackend, type Backend } from './backends';
+import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
+import { HEALTH, startChild } from './child';
 
-const BIN = path.resolve(__dirname, '..', '..', '..', 'bin', 'ringcast.js');
-const HEALTH = { enabled: true, heartbeat_interval_ms: 200, node_timeout_ms: 1000, cleanup_interval_ms: 200 };
 const INTERVAL = 4;
-const BACKENDS = (process.env.RINGCAST_TEST_BACKENDS?.split(',') as Backend['name'][] | undefined) ?? ['redis', 'nats'];
-
-/** `ringcast start` with this config (as node-failure.test.ts); resolves once it listens. */
-async function startChild(t: Test, config: object, port: number): Promise<ChildProcess> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-node-'));
-  const file = path.join(dir, 'config.yaml');
-  writeFileSync(file, JSON.stringify(config)); // YAML is a superset of JSON
-  const env = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('TAP') || k.startsWith('RINGCAST_') || k === 'NODE_OPTIONS') delete env[k];
-  const child = spawn(process.execPath, [BIN, 'start', '--config', file], { env, stdio: 'ignore' });
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
-  await eventually(() => new Promise<boolean>((resolve) => {
-    const s = net.connect(port, '127.0.0.1');
-    s.once('connect', () => { s.destroy(); resolve(true); });
-    s.once('error', () => resolve(false));
-  }), 15_000, 'the child node to listen');
-  return child;
-}
 
 /** Each delta message a client got: its seq and whether it came full. */
 function positions(c: DeltaClient, channel: string): { seq: number; full: boolean }[] {
