@@ -8,30 +8,13 @@
 import t from 'tap';
 import { APP, eventually, startServer, type TestServer } from '../helpers/server';
 import { rawRequest, signedPost } from '../helpers/http';
-import { Books, core, DeltaClient, rng } from '../delta/clients';
+import { Books, core, DeltaClient, positions, rng } from '../delta/clients';
 import { metric } from '../faults/api';
-import { startBackend, type Backend } from './backends';
+import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 
 const NODE_WORKERS = 2;
 const INTERVAL = 4;
 const CONSOLE_TOKEN = 'coordination-console-token';
-/** redis and nats (the brief's two transports); RINGCAST_TEST_BACKENDS may name others (redis-cluster, redis-sentinel). */
-const BACKENDS = (process.env.RINGCAST_TEST_BACKENDS?.split(',') as Backend['name'][] | undefined) ?? ['redis', 'nats'];
-
-/** Each delta message a client got: its seq and whether it came full. */
-function positions(c: DeltaClient, channel: string): { seq: number; full: boolean }[] {
-  const out: { seq: number; full: boolean }[] = [];
-  for (const text of c.texts) {
-    const m = JSON.parse(text) as { event: string; channel?: string; data?: { seq?: number } };
-    if (m.channel !== channel) continue;
-    if (m.event === 'pusher:delta') out.push({ seq: m.data!.seq!, full: false });
-    else {
-      const at = /,"__delta_seq":(\d+)/.exec(text);
-      if (at) out.push({ seq: Number(at[1]), full: true });
-    }
-  }
-  return out;
-}
 
 const fulls = (p: { seq: number; full: boolean }[]) => p.filter((x) => x.full).map((x) => x.seq);
 

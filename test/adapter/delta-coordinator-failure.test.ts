@@ -10,27 +10,12 @@ import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
 import { freePort } from '../helpers/net';
 import { APP, eventually, startServer } from '../helpers/server';
-import { Books, core, DeltaClient, rng } from '../delta/clients';
+import { Books, core, DeltaClient, positions, rng } from '../delta/clients';
 import { metric } from '../faults/api';
 import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 import { HEALTH, startChild } from './child';
 
 const INTERVAL = 4;
-
-/** Each delta message a client got: its seq and whether it came full. */
-function positions(c: DeltaClient, channel: string): { seq: number; full: boolean }[] {
-  const out: { seq: number; full: boolean }[] = [];
-  for (const text of c.texts) {
-    const m = JSON.parse(text) as { event: string; channel?: string; data?: { seq?: number } };
-    if (m.channel !== channel) continue;
-    if (m.event === 'pusher:delta') out.push({ seq: m.data!.seq!, full: false });
-    else {
-      const at = /,"__delta_seq":(\d+)/.exec(text);
-      if (at) out.push({ seq: Number(at[1]), full: true });
-    }
-  }
-  return out;
-}
 
 for (const name of BACKENDS) {
   t.test(`${name}: the coordinator is killed`, async (t) => {

@@ -135,3 +135,19 @@ export function rng(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/** Each delta message a client got: its seq and whether it came full. */
+export function positions(c: DeltaClient, channel: string): { seq: number; full: boolean }[] {
+  const out: { seq: number; full: boolean }[] = [];
+  for (const text of c.texts) {
+    const m = JSON.parse(text) as { event: string; channel?: string; data?: { seq?: number } };
+    if (m.channel !== channel) continue;
+    if (m.event === 'pusher:delta') out.push({ seq: m.data!.seq!, full: false });
+    else {
+      const at = /,"__delta_seq":(\d+)/.exec(text);
+      if (at) out.push({ seq: Number(at[1]), full: true });
+    }
+  }
+  return out;
+}
+
