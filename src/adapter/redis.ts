@@ -137,6 +137,25 @@ export function redisClusterClient(cfg: Config['database']['redis_cluster'], rol
   });
 }
 
+/**
+ * Resolves once an ioredis client is connected; rejects with `unreachable()` after
+ * timeoutMs (the rate limiter's and the shared cache's startup wait).
+ */
+export function whenReady(client: Redis | Cluster, timeoutMs: number, unreachable: () => Error): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      client.off('ready', onReady);
+      reject(unreachable());
+    }, timeoutMs);
+    client.once('ready', onReady);
+  });
+}
+
 export function redisWhere(cfg: RedisConfig): string {
   return cfg.sentinels.length > 0
     ? `sentinel master ${cfg.name} (${cfg.sentinels.map((s) => `${s.host}:${s.port}`).join(', ')})`

@@ -37,7 +37,7 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { redisClient, redisClusterClient, redisClusterWhere, redisWhere } from '../adapter/redis';
+import { redisClient, redisClusterClient, redisClusterWhere, redisWhere, whenReady } from '../adapter/redis';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { CacheStore, type CachedMessage } from './cache';
@@ -130,19 +130,8 @@ export class SharedCache {
 
   /** Resolves once connected; rejects with CacheUnavailable after timeoutMs. */
   ready(timeoutMs: number): Promise<void> {
-    if (this.client.status === 'ready') return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const onReady = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.client.off('ready', onReady);
-        reject(new CacheUnavailable(`cache.driver ${this.driver}: ` +
-          `cannot reach Redis at ${this.where} within ${timeoutMs} ms` + (this.lastError ? ` (${this.lastError})` : '')));
-      }, timeoutMs);
-      this.client.once('ready', onReady);
-    });
+    return whenReady(this.client, timeoutMs, () => new CacheUnavailable(`cache.driver ${this.driver}: ` +
+      `cannot reach Redis at ${this.where} within ${timeoutMs} ms` + (this.lastError ? ` (${this.lastError})` : '')));
   }
 
   /**

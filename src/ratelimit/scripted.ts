@@ -12,6 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { whenReady } from '../adapter/redis';
 import type { RateLimiterDriver } from '../config/types';
 import { RateLimiterUnavailable, type Decision, type RateLimiter } from './types';
 
@@ -145,20 +146,9 @@ export abstract class ScriptedRateLimiter implements RateLimiter {
   }
 
   ready(timeoutMs: number): Promise<void> {
-    if (this.client.status === 'ready') return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const onReady = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.client.off('ready', onReady);
-        reject(new RateLimiterUnavailable(
-          `rate_limiter.driver ${this.driver}: cannot reach Redis at ${this.where} within ${timeoutMs} ms` +
-          (this.lastError ? ` (${this.lastError})` : '')));
-      }, timeoutMs);
-      this.client.once('ready', onReady);
-    });
+    return whenReady(this.client, timeoutMs, () => new RateLimiterUnavailable(
+      `rate_limiter.driver ${this.driver}: cannot reach Redis at ${this.where} within ${timeoutMs} ms` +
+      (this.lastError ? ` (${this.lastError})` : '')));
   }
 
   /**
