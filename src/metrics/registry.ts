@@ -50,6 +50,7 @@ const COUNTERS: Record<CounterName, Def> = {
   webhooks_failed_total: { help: 'Webhook requests given up (reason: status (a 4xx or the last retryable answer), network, timeout, config)', labels: ['app_id', 'reason'] },
   webhook_retries_total: { help: 'Webhook requests sent again after a retryable failure', labels: ['app_id'] },
   cache_errors_total: { help: 'Cache channel reads and writes the cache driver\'s Redis failed (op: read, write)', labels: ['op'] },
+  webhooks_requeued_total: { help: 'queue.driver redis: webhook jobs taken back from a consumer that is gone (killed, or its lease lapsed) to be sent again', labels: [] },
   webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
 };
 

@@ -22,6 +22,8 @@ export type CounterName =
   | 'shard_restarts_total'
   /** ours: webhook requests delivered (2xx), failed for good, retried, or dropped before sending */
   | 'webhooks_sent_total' | 'webhooks_failed_total' | 'webhook_retries_total' | 'webhooks_dropped_total'
+  /** ours: queue.driver redis: jobs taken back from a consumer that is gone (its lease lapsed) */
+  | 'webhooks_requeued_total'
   /** ours: cache.driver redis / redis-cluster commands that failed (op read / write) */
   | 'cache_errors_total';
 

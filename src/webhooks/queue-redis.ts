@@ -1,16 +1,26 @@
-// The `redis` queue driver: at-least-once delivery across restarts. A job is accepted
-// when RPUSH to `<key_prefix>webhooks:pending` returns; a consumer moves it atomically to
-// `<key_prefix>webhooks:processing` (BLMOVE) before sending and removes it (LREM) only
-// once it is delivered or given up. A process killed meanwhile (kill -9) leaves it in
-// `processing`; the next start moves every job found there back to the head of
-// `pending` and sends it again. So a receiver may see a request twice (the spec: "receivers
-// should be idempotent") but never loses one Redis has accepted. Several nodes on one
-// Redis share the lists (any node sends any job); a node starting while another is
-// sending re-sends that node's in-flight jobs too, which at-least-once allows.
+// The `redis` queue driver: at-least-once delivery across restarts and across nodes. A job
+// is accepted when RPUSH to `<key_prefix>webhooks:pending` returns; a consumer moves it
+// atomically to its own `<key_prefix>webhooks:processing:<consumer>` list (BLMOVE) before
+// sending and removes it (LREM) only once it is delivered or given up.
+//
+// Each consumer (one per process start) holds a lease, `<key_prefix>webhooks:lease:<consumer>`,
+// a key with a LEASE_MS expiry that it renews every RENEW_MS. Every consumer, at start and
+// every RENEW_MS, looks for processing lists whose lease is gone (a process killed with
+// kill -9, or cut off from Redis for longer than the lease) and moves their jobs back to the
+// head of `pending`, oldest first, in one script per list (so two consumers never both take
+// a list). A clean stop puts its own unfinished jobs back at once and drops its lease. So
+// several nodes on one Redis share the queue without one re-sending what another is sending
+// (only a consumer whose lease lapsed while it was still sending can cause a second request),
+// and a job Redis has accepted is never lost: a receiver may see a request twice (the spec:
+// "receivers should be idempotent"), never zero times.
+//
+// The single `<key_prefix>webhooks:processing` list of earlier versions has no lease: it is
+// taken back like a dead consumer's.
 //
 // Connection: database.redis (host/port or Sentinel), as the redis rate limiter. Two
 // clients: one for commands, one blocked in BLMOVE.
 
+import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisConfig } from '../config/types';
@@ -21,6 +31,27 @@ import type { Job } from './send';
 
 /** Seconds a BLMOVE blocks before the loop looks at `stopping` again. */
 const BLOCK_SECONDS = 1;
+/** A consumer's lease: how long after its last renewal its jobs count as abandoned. */
+export const LEASE_MS = 6000;
+/** How often a consumer renews its lease and looks for abandoned processing lists. */
+export const RENEW_MS = 2000;
+/** At stop, how long unfinished sends may take before their jobs go back to `pending`. */
+const STOP_SETTLE_MS = 2000;
+
+/**
+ * Moves a processing list (KEYS[1]) back to the head of pending (KEYS[3]), oldest job first,
+ * unless its lease (KEYS[2]) is alive. Returns the number of jobs moved, -1 if leased.
+ */
+const RECLAIM = `
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+local n = 0
+while redis.call('LMOVE', KEYS[1], KEYS[3], 'RIGHT', 'LEFT') do n = n + 1 end
+return n`;
+
+/** `s` with Redis glob characters escaped, for SCAN MATCH. */
+function globEscape(s: string): string {
+  return s.replace(/[*?[\]\\]/g, '\\$&');
+}
 
 export function redisOptions(cfg: RedisConfig, name: string): RedisOptions {
   const sentinel = cfg.sentinels.length > 0;
@@ -39,18 +70,28 @@ export function redisOptions(cfg: RedisConfig, name: string): RedisOptions {
   };
 }
 
+interface Reclaimer {
+  ringcastReclaim(list: string, lease: string, pending: string): Promise<number>;
+}
+
 export class RedisQueue implements WebhookQueue {
   readonly driver = 'redis';
   private readonly cmd: Redis;
   private readonly block: Redis;
+  private readonly prefix: string;
   private readonly pending: string;
+  /** This consumer's id, its processing list and its lease key. */
+  readonly consumer = randomBytes(8).toString('hex');
   private readonly processing: string;
+  private readonly lease: string;
+  private renewal: NodeJS.Timeout | null = null;
   private inflight = 0;
   private pushes = 0;
   private stopping = false;
   private loop: Promise<void> | null = null;
   private slot: (() => void) | null = null;
   private drained: (() => void) | null = null;
+  private settled: (() => void) | null = null;
 
   constructor(
     cfg: RedisConfig,
@@ -64,8 +105,11 @@ export class RedisQueue implements WebhookQueue {
     this.cmd = new Redis(redisOptions(cfg, 'ringcast-webhooks'));
     this.block = new Redis(redisOptions(cfg, 'ringcast-webhooks-consumer'));
     for (const c of [this.cmd, this.block]) c.on('error', (err: Error) => log.warn({ err: err.message }, 'webhook queue: redis error'));
+    this.prefix = cfg.key_prefix;
     this.pending = `${cfg.key_prefix}webhooks:pending`;
-    this.processing = `${cfg.key_prefix}webhooks:processing`;
+    this.processing = `${cfg.key_prefix}webhooks:processing:${this.consumer}`;
+    this.lease = `${cfg.key_prefix}webhooks:lease:${this.consumer}`;
+    this.cmd.defineCommand('ringcastReclaim', { numberOfKeys: 3, lua: RECLAIM });
   }
 
   get size(): number {
@@ -74,11 +118,45 @@ export class RedisQueue implements WebhookQueue {
 
   async start(): Promise<void> {
     await Promise.all([this.cmd.connect(), this.block.connect()]);
-    let requeued = 0;
-    // jobs a previous run took and did not finish (killed): to the head of pending, oldest first
-    while (await this.cmd.lmove(this.processing, this.pending, 'RIGHT', 'LEFT')) requeued++;
-    if (requeued > 0) this.log.warn({ requeued }, 'webhook queue: re-sending jobs a previous run had not finished');
+    await this.renew();
+    await this.reclaim();
+    this.renewal = setInterval(() => {
+      this.renew().then(() => this.reclaim()).catch((err: Error) => this.log.warn({ err: err.message }, 'webhook queue: could not renew the lease or look for abandoned jobs; retrying'));
+    }, RENEW_MS);
+    this.renewal.unref();
     this.loop = this.consume();
+  }
+
+  private async renew(): Promise<void> {
+    await this.cmd.set(this.lease, '1', 'PX', LEASE_MS);
+  }
+
+  /** Jobs of consumers whose lease is gone (killed, or earlier versions'): back to the head of pending. */
+  async reclaim(): Promise<number> {
+    const lists = new Set<string>();
+    const match = `${globEscape(this.prefix)}webhooks:processing*`;
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.cmd.scan(cursor, 'MATCH', match, 'COUNT', 200);
+      cursor = next;
+      for (const k of keys) lists.add(k);
+    } while (cursor !== '0');
+    lists.delete(this.processing);
+    const base = `${this.prefix}webhooks:processing`;
+    let requeued = 0;
+    for (const list of lists) {
+      const owner = list === base ? null : list.startsWith(`${base}:`) ? list.slice(base.length + 1) : undefined;
+      if (owner === undefined) continue; // another key that only shares the prefix
+      // the list of earlier versions has no lease: a key that never exists stands for it
+      const lease = owner === null ? `${this.prefix}webhooks:lease` : `${this.prefix}webhooks:lease:${owner}`;
+      const n = await (this.cmd as unknown as Reclaimer).ringcastReclaim(list, lease, this.pending);
+      if (n > 0) {
+        requeued += n;
+        this.log.warn({ requeued: n, consumer: owner ?? '(earlier version)' }, 'webhook queue: re-sending jobs a consumer that is gone had not finished');
+        this.metrics.inc('webhooks_requeued_total', {}, n);
+      }
+    }
+    return requeued;
   }
 
   push(job: Job): void {
@@ -100,11 +178,30 @@ export class RedisQueue implements WebhookQueue {
     // what was accepted goes to Redis first (it is sent after the next start if not now)
     if (this.pushes > 0) await this.wait((r) => (this.drained = r), graceMs);
     this.stopping = true;
+    if (this.renewal) clearInterval(this.renewal);
     this.slot?.();
     this.block.disconnect(); // ends a BLMOVE in progress
     await this.loop?.catch(() => undefined);
-    this.deliverer.stop();
+    this.deliverer.stop(); // jobs waiting for a retry end now, left in our processing list
+    if (this.inflight > 0) await this.wait((r) => (this.settled = r), STOP_SETTLE_MS);
+    // what we did not finish goes back for the other nodes (or the next start) at once;
+    // if Redis does not answer, the lease lapses and another consumer takes it back
+    await this.handBack().catch((err: Error) => this.log.warn({ err: err.message }, `webhook queue: unfinished jobs stay in ${this.processing} until its lease lapses`));
     this.cmd.disconnect();
+  }
+
+  private async handBack(): Promise<void> {
+    if (this.cmd.status !== 'ready') throw new Error(`redis connection ${this.cmd.status}`);
+    let moved = 0;
+    const done = (async () => {
+      while (await this.cmd.lmove(this.processing, this.pending, 'RIGHT', 'LEFT')) moved++;
+      await this.cmd.del(this.lease);
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([done, new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error('redis did not answer within 1 s')), 1000);
+    })]).finally(() => clearTimeout(timer));
+    if (moved > 0) this.log.info({ requeued: moved }, 'webhook queue: unfinished jobs handed back to pending');
   }
 
   private async consume(): Promise<void> {
@@ -145,6 +242,7 @@ export class RedisQueue implements WebhookQueue {
     }).catch((err: Error) => this.log.warn({ err: err.message }, 'webhook queue: could not remove a finished job'))
       .finally(() => {
         this.inflight--;
+        if (this.inflight === 0) this.settled?.();
         const s = this.slot;
         this.slot = null;
         s?.();

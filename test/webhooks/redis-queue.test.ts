@@ -1,15 +1,21 @@
-// queue.driver redis: at-least-once across a kill -9. A real redis-server on a free port,
-// ringcast as a child process (bin/ringcast.js, as the cli tests run it) with a temp config:
-// a webhook the receiver has seen once (answered 503, so it waits for a retry) is sent
-// again by the next ringcast on the same Redis after the first was killed with SIGKILL.
+// queue.driver redis: at-least-once across a kill -9, and several nodes on one Redis. A
+// real redis-server on a free port, ringcast as child processes (bin/ringcast.js, as the
+// cli tests run it) with temp configs: a webhook the receiver has seen once (answered 503,
+// so it waits for a retry) is sent again by the next ringcast on the same Redis after the
+// first was killed with SIGKILL; a second node starting does not re-send a job the first
+// is sending; a node killed while another runs has its jobs sent by the other once its
+// lease lapses; a graceful stop hands its unfinished jobs to the other node at once.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import { ENV_VARS, APP_ENV_VARS } from '../../src/config/env';
+import { LEASE_MS, RENEW_MS } from '../../src/webhooks/queue-redis';
+import { metric } from '../faults/api';
 import { freePort } from '../helpers/net';
 import { RedisServer, redisCommand } from '../helpers/redis';
 import { APP, RawClient, eventually, startServer } from '../helpers/server';
@@ -32,6 +38,23 @@ function up(port: number): Promise<boolean> {
       resolve(res.statusCode === 200);
     }).on('error', () => resolve(false));
   });
+}
+
+/** Jobs in the processing lists (one per consumer) of prefix `rc-test:`, by list. */
+async function processing(port: number): Promise<Map<string, number>> {
+  const r = new Redis({ port, host: '127.0.0.1', lazyConnect: true });
+  try {
+    await r.connect();
+    const out = new Map<string, number>();
+    for (const k of await r.keys('rc-test:webhooks:processing*')) out.set(k, await r.llen(k));
+    return out;
+  } finally {
+    r.disconnect();
+  }
+}
+
+function total(m: Map<string, number>): number {
+  return [...m.values()].reduce((a, b) => a + b, 0);
 }
 
 /** Starts bin/ringcast.js with this config (JSON is YAML) and waits for /up. */
@@ -70,7 +93,7 @@ t.test('a webhook accepted into the redis queue survives kill -9 and is sent aft
   await c.subscribe('durable');
   await receiver.until((q) => q.length === 1, 15_000, 'the first attempt');
   t.equal(receiver.requests[0].body.events[0].channel, 'durable');
-  t.equal((await redisCommand(redis.port, 'LLEN rc-test:webhooks:processing')).trim(), ':1', 'in flight: in the processing list');
+  t.equal(total(await processing(redis.port)), 1, 'in flight: in the processing list');
 
   const gone = new Promise((r) => first.once('exit', r));
   first.kill('SIGKILL');
@@ -79,11 +102,80 @@ t.test('a webhook accepted into the redis queue survives kill -9 and is sent aft
 
   receiver.respond = () => 200;
   await ringcast(t, dir, 'second', config(100), port);
-  await receiver.until((q) => q.length === 2, 15_000, 'the webhook sent again by the restarted ringcast');
+  // the killed process's lease lapses within LEASE_MS; the new one looks every RENEW_MS
+  await receiver.until((q) => q.length === 2, LEASE_MS + RENEW_MS + 10_000, 'the webhook sent again by the restarted ringcast');
   t.equal(receiver.requests[1].rawBody, receiver.requests[0].rawBody, 'the same request (same time_ms): the queued job, not a new event');
   t.ok(sdkValid(receiver.requests[1]), 'signed');
-  await eventually(async () => (await redisCommand(redis.port, 'LLEN rc-test:webhooks:processing')).trim() === ':0', 5000, 'processing list empty');
+  await eventually(async () => total(await processing(redis.port)) === 0, 5000, 'processing lists empty');
   t.equal((await redisCommand(redis.port, 'LLEN rc-test:webhooks:pending')).trim(), ':0', 'nothing left pending');
+});
+
+/** Two nodes (not clustered) sharing one Redis queue; the first has a job in flight. */
+async function twoNodes(t: Test) {
+  const redis = await RedisServer.start();
+  const receiver = await startReceiver();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-wh-'));
+  t.teardown(async () => {
+    await receiver.close();
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const config = (port: number, metricsPort: number) => ({
+    host: '127.0.0.1', port, workers: 1, log: { level: 'warn' },
+    queue: { driver: 'redis' },
+    metrics: { enabled: true, host: '127.0.0.1', port: metricsPort },
+    database: { redis: { host: '127.0.0.1', port: redis.port, key_prefix: 'rc-test:' } },
+    webhooks: { retry: { initial_delay_ms: 600_000, max_delay_ms: 600_000, max_retries: 3 } },
+    apps: [{ ...APP, webhooks: [{ url: receiver.url, event_types: ['channel_occupied'] }] }],
+  });
+  const channelOf = (r: { body: { events: Record<string, unknown>[] } }) => r.body.events[0].channel;
+  const sent = (channel: string) => receiver.requests.filter((r) => channelOf(r) === channel);
+  // the first request about `held` fails (it then waits 10 minutes for its retry); the rest pass
+  receiver.respond = (r) => (channelOf(r) === 'held' && sent('held').length === 1 ? 503 : 200);
+
+  const [pa, ma, pb, mb] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const a = await ringcast(t, dir, 'a', config(pa, ma), pa);
+  const ca = await RawClient.connect(`ws://127.0.0.1:${pa}/app/${APP.key}`);
+  t.teardown(() => ca.close());
+  await ca.subscribe('held');
+  await receiver.until(() => sent('held').length === 1, 15_000, 'the first attempt');
+  const listsA = await processing(redis.port);
+  t.equal(total(listsA), 1, 'node a holds the job in its own processing list');
+
+  const b = await ringcast(t, dir, 'b', config(pb, mb), pb);
+  const cb = await RawClient.connect(`ws://127.0.0.1:${pb}/app/${APP.key}`);
+  t.teardown(() => cb.close());
+  // a marker through the shared queue: node b's start is over and its job went after it
+  await cb.subscribe('marker');
+  await receiver.until(() => sent('marker').length === 1, 15_000, 'the marker webhook');
+  t.equal(sent('held').length, 1, 'node b\'s start did not re-send the job node a is sending');
+  t.same(await processing(redis.port), listsA, 'still in node a\'s list');
+  return { redis, receiver, a, b, mb, sent };
+}
+
+t.test('two nodes on one Redis: a start re-sends nothing; a killed node\'s job is sent by the other', async (t) => {
+  const { redis, a, mb, sent } = await twoNodes(t);
+  const gone = new Promise((r) => a.once('exit', r));
+  a.kill('SIGKILL');
+  await gone;
+  await eventually(() => Promise.resolve(sent('held').length === 2), LEASE_MS + RENEW_MS + 10_000, 'the job sent again by node b');
+  t.equal(sent('held')[1].rawBody, sent('held')[0].rawBody, 'the same request: the queued job');
+  t.equal(await metric(mb, 'webhooks_requeued_total'), 1, 'counted as taken back');
+  await eventually(async () => total(await processing(redis.port)) === 0, 5000, 'processing lists empty');
+});
+
+t.test('two nodes on one Redis: a graceful stop hands its unfinished job to the other at once', async (t) => {
+  const { redis, a, mb, sent } = await twoNodes(t);
+  const gone = new Promise((r) => a.once('exit', r));
+  a.kill('SIGTERM');
+  await gone;
+  await eventually(() => Promise.resolve(sent('held').length === 2), 10_000, 'the job sent by node b');
+  t.equal(sent('held')[1].rawBody, sent('held')[0].rawBody, 'the same request');
+  t.equal(await metric(mb, 'webhooks_requeued_total'), 0, 'handed back, not taken back after a lapsed lease');
+  const r = new Redis({ port: redis.port, host: '127.0.0.1' });
+  t.teardown(() => r.disconnect());
+  t.equal((await r.keys('rc-test:webhooks:lease:*')).length, 1, 'only node b still holds a lease');
+  await eventually(async () => total(await processing(redis.port)) === 0, 5000, 'processing lists empty');
 });
 
 t.test('in process: delivered through redis; a Redis that does not answer fails the start', async (t) => {
