@@ -12,6 +12,13 @@
 //    messages are applied when the backend echoes them back;
 //  - a node that joins gets every node's members (`sync`, one message per owner shard,
 //    sent in the order of that shard's increments, so a later leave is never overtaken);
+//  - a node whose backend was unreachable (member changes and counts sent meanwhile are
+//    lost, both ways) sends every node its whole state when the backend is back, and each
+//    answers with its own: a shard's `sync` replaces what the receiver held of its sender
+//    in the channels that shard owns, so members that came or went meanwhile are added or
+//    removed (member_added / member_removed to the clients). The view behind the webhooks
+//    is corrected quietly: while the backend was down each node sent the webhooks of what
+//    it saw (adapter/transitions.ts);
 //  - a node that stops (`bye`) or is declared failed (silent for node_timeout_ms) is
 //    dropped by every survivor; its members go (member_removed to each node's clients).
 //    A failed node's member_removed / channel_vacated hooks fire on one survivor only:
@@ -23,7 +30,7 @@ import type { ControlMsg, RequestBody } from '../bus/messages';
 import { ownerOf } from '../channels/owner';
 import type { ClusterNode } from './cluster';
 import { ClusterTransitions, type Emit } from './transitions';
-import type { ChannelCount, Occupancy } from './wire';
+import type { ChannelCount, NodeMsg, Occupancy } from './wire';
 
 export interface PresenceBus {
   control(to: number, msg: ControlMsg): void;
@@ -40,6 +47,27 @@ export interface ClusterPresence {
    */
   resend(shard: number): void;
   stop(): void;
+}
+
+/** Members per `sync` part: user_info can be large, a backend message is not (NATS: 1 MiB by default). */
+export const MEMBERS_PER_SYNC = 200;
+/** Subscription counts per `sync` part. */
+export const COUNTS_PER_SYNC = 5000;
+
+type SyncMember = [app: string, channel: string, userId: unknown, userInfo: unknown];
+type SyncMsg = Extract<NodeMsg, { t: 'sync' }>;
+
+/** A shard's state cut into `sync` parts (at least one: an empty part says "nothing"). */
+export function syncParts(node: string, to: string, shard: number, shards: number, members: SyncMember[], counts: ChannelCount[], perMembers = MEMBERS_PER_SYNC, perCounts = COUNTS_PER_SYNC): SyncMsg[] {
+  const parts: SyncMsg[] = [];
+  for (let i = 0; i < members.length; i += perMembers) parts.push({ t: 'sync', node, to, shard, shards, members: members.slice(i, i + perMembers), counts: [] });
+  for (let i = 0; i < counts.length; i += perCounts) parts.push({ t: 'sync', node, to, shard, shards, members: [], counts: counts.slice(i, i + perCounts) });
+  if (parts.length === 0) parts.push({ t: 'sync', node, to, shard, shards, members: [], counts: [] });
+  parts.forEach((p, i) => {
+    p.first = i === 0;
+    p.last = i === parts.length - 1;
+  });
+  return parts;
 }
 
 /** What the other nodes told this one, kept on the primary for shard restarts. */
@@ -68,6 +96,10 @@ class Replica {
     else chans.delete(k);
   }
 
+  has(node: string, app: string, channel: string, userId: unknown): boolean {
+    return this.members.get(node)?.get(`${app}\u0000${channel}`)?.has(JSON.stringify(userId)) ?? false;
+  }
+
   drop(node: string): void {
     this.members.delete(node);
     this.counts.delete(node);
@@ -90,6 +122,10 @@ export interface ClusterPresenceDeps {
   log: Logger;
   /** Sends an occupancy or member webhook this node decided (null: the node has no webhook service). */
   webhook: Emit | null;
+  /** Called on every change of the backend's reachability (Transport.onState). */
+  onBackendState(listener: (up: boolean) => void): void;
+  /** Test hook: members per `sync` part (MEMBERS_PER_SYNC). */
+  membersPerSync?: number;
 }
 
 export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence {
@@ -135,16 +171,77 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
     } else if (msg.t === 'counts') {
       occupancy(msg.node, msg.occ);
       remoteCounts(msg.node, msg.counts);
-    } else if (msg.t === 'sync' && msg.to === cluster.id) {
-      // what the node had before this one joined: state, not transitions (no webhooks)
-      for (const [app, channel, userId, userInfo] of msg.members) {
-        transitions.member(msg.node, 'added', app, channel, userId, true);
-        remoteMember(msg.node, 'added', app, channel, userId, userInfo);
-      }
-      for (const [app, channel, total] of msg.counts) if (total > 0) transitions.occupancy(msg.node, 'occupied', app, channel, true);
-      remoteCounts(msg.node, msg.counts);
+    } else if (msg.t === 'sync' && (msg.to === cluster.id || msg.to === '*')) {
+      syncPart(msg);
+      // a node back from an outage: it missed what this one did meanwhile too
+      if (msg.to === '*' && msg.first && msg.shard === 0) sendState(msg.node);
     }
   });
+
+  /** `${node}\0${shard}` → the members and channels listed so far of the state it is sending. */
+  const incoming = new Map<string, { members: Set<string>; counts: Set<string> }>();
+  const memberKey = (app: string, channel: string, userId: unknown) => `${app}\u0000${channel}\u0000${JSON.stringify(userId)}`;
+
+  /**
+   * A part of a node's state for the channels one of its shards owns: state, not
+   * transitions (no webhooks: those happened before this node heard of them). At the
+   * last part, what this node held of the sender in those channels and was not listed is
+   * gone there.
+   */
+  function syncPart(msg: SyncMsg): void {
+    const node = msg.node;
+    const whole = msg.shard !== undefined && msg.shards !== undefined;
+    const k = `${node}\u0000${msg.shard}`;
+    if (whole && msg.first) incoming.set(k, { members: new Set(), counts: new Set() });
+    const listed = whole ? incoming.get(k) : undefined;
+    if (whole && !listed) return; // a part whose first one was lost (backend down): the next state replaces it
+    for (const [app, channel, userId, userInfo] of msg.members) {
+      listed?.members.add(memberKey(app, channel, userId));
+      if (replica.has(node, app, channel, userId)) continue;
+      transitions.member(node, 'added', app, channel, userId, true);
+      remoteMember(node, 'added', app, channel, userId, userInfo);
+    }
+    for (const c of msg.counts) {
+      const [app, channel, total] = c;
+      listed?.counts.add(`${app}\u0000${channel}`);
+      if (total > 0) transitions.occupancy(node, 'occupied', app, channel, true);
+    }
+    remoteCounts(node, msg.counts);
+    if (!listed || !msg.last) return;
+    incoming.delete(k);
+    const mine = (app: string, channel: string) => ownerOf(app, channel, msg.shards!) === msg.shard;
+    for (const users of [...(replica.members.get(node)?.values() ?? [])]) {
+      for (const [app, channel, userId, userInfo] of [...users.values()]) {
+        if (!mine(app, channel) || listed.members.has(memberKey(app, channel, userId))) continue;
+        transitions.member(node, 'removed', app, channel, userId, true);
+        remoteMember(node, 'removed', app, channel, userId, userInfo);
+      }
+    }
+    const vacated: ChannelCount[] = [];
+    for (const [ck, [app, channel]] of replica.counts.get(node) ?? []) {
+      if (!mine(app, channel) || listed.counts.has(ck)) continue;
+      transitions.occupancy(node, 'vacated', app, channel, true);
+      vacated.push([app, channel, 0]);
+    }
+    remoteCounts(node, vacated);
+  }
+
+  /** This node's members and counts, one owner shard at a time, each shard's parts in one go. */
+  function sendState(to: string): void {
+    for (let s = 0; s < shards; s++) {
+      bus.request<{ members: SyncMember[]; counts: ChannelCount[] }>(s, { type: 'local_presence' }).then(
+        ({ members, counts }) => {
+          for (const part of syncParts(cluster.id, to, s, shards, members, counts, deps.membersPerSync)) {
+            if (!cluster.broadcast(part)) {
+              log.warn({ to, shard: s, members: members.length }, 'cluster presence: this node\'s members not sent: the backend is down');
+              return;
+            }
+          }
+        },
+        (err: Error) => log.error({ err, shard: s, to }, 'cluster presence: could not read a shard\'s members for the other nodes'),
+      );
+    }
+  }
 
   // subscription counts: the latest per channel, sent every COUNT_FLUSH_MS (a node's
   // subscribe storm is one message per channel per flush, not one per subscribe)
@@ -168,20 +265,15 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
   const flush = setInterval(sendCounts, COUNT_FLUSH_MS);
   flush.unref();
 
-  cluster.onNodeJoined((node) => {
-    // each owner shard's part goes out as soon as it comes: its later increments follow it
-    for (let s = 0; s < shards; s++) {
-      bus.request<{ members: [string, string, unknown, unknown][]; counts: ChannelCount[] }>(s, { type: 'local_presence' }).then(
-        ({ members, counts }) => {
-          if (members.length > 0 || counts.length > 0) cluster.broadcast({ t: 'sync', node: cluster.id, to: node, members, counts });
-        },
-        (err: Error) => log.error({ err, shard: s, node }, 'cluster presence: could not read a shard\'s members for a new node'),
-      );
-    }
+  // each owner shard's part goes out as soon as it comes: its later increments follow it
+  cluster.onNodeJoined((node) => sendState(node));
+  deps.onBackendState((up) => {
+    if (up) sendState('*');
   });
 
   cluster.onNodeGone((node, failed) => {
     replica.drop(node);
+    for (const k of [...incoming.keys()]) if (k.startsWith(`${node}\u0000`)) incoming.delete(k);
     // a failed node's webhooks go out from one survivor; a stopped one decided its own
     transitions.nodeGone(node, failed && cluster.nodes().sort()[0] === cluster.id);
     for (let s = 0; s < shards; s++) tell(s, { type: 'remote_node_gone', node });

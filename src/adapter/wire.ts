@@ -20,8 +20,19 @@ export type NodeMsg =
   | { t: 'res'; node: string; id: number; body: unknown; error?: string }
   /** A node-local presence transition of `node` (adapter/presence.ts). */
   | { t: 'member'; node: string; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
-  /** `node`'s presence members and subscription counts, for `to` that just joined (one message per owner shard). */
-  | { t: 'sync'; node: string; to: string; members: [app: string, channel: string, userId: unknown, userInfo: unknown][]; counts: ChannelCount[] }
+  /**
+   * `node`'s presence members and subscription counts of the channels its owner shard
+   * `shard` (of `shards`) owns, for `to` that just joined, or for every node (`to` '*') when
+   * `node`'s backend is reachable again; each node answers a '*' with its own, to `node`.
+   * A part's whole state: the receiver forgets what it held of `node` in those channels and
+   * is not listed. In parts of at most MEMBERS_PER_SYNC members / COUNTS_PER_SYNC counts
+   * (`first`, `last`), sent one after the other. Builds before the eighth session send
+   * neither `shard`, `shards`, `first` nor `last`: adds only.
+   */
+  | {
+    t: 'sync'; node: string; to: string; members: [app: string, channel: string, userId: unknown, userInfo: unknown][]; counts: ChannelCount[];
+    shard?: number; shards?: number; first?: boolean; last?: boolean;
+  }
   /**
    * `node`'s subscription counts of the channels whose count changed (coalesced), and its
    * occupancy transitions since the last one, in order (absent from older builds).

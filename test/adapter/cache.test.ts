@@ -13,6 +13,10 @@ import { freePort } from '../helpers/net';
 import { RedisServer } from '../helpers/redis';
 import { startBackend, type Backend } from './backends';
 
+// three real backends (one a 3-master cluster, one Sentinel with a replica) and up to three
+// nodes each: ~31 s alone, past tap's 120 s once under make test's parallel jobs
+t.setTimeout(300_000);
+
 const NODE_WORKERS = 2;
 
 const data = (f: Frame): unknown => typeof f.data === 'string' ? JSON.parse(f.data) : f.data;

@@ -42,9 +42,9 @@ async function publishStream(srv: TestServer, channel: string, n: number, seed: 
 /** What a client that lost its bases got: a subsequence of the plain stream, missing only what it could not decode. */
 function brokenSubsequence(t: Test, c: DeltaClient, channel: string, want: string[], breaks: number): void {
   const got = c.events(channel);
-  // a sync error resets every stream of the channel: deltas already on their way are lost too
+  // the publisher was held around each break (breaker): one delta lost per break
   const lost = c.decoder!.stats.syncErrors;
-  t.ok(lost >= breaks && lost <= breaks * 10, `sync errors (${lost}) follow the breaks (${breaks})`);
+  t.equal(lost, breaks, `one sync error per break (${breaks})`);
   t.equal(got.length, want.length - lost, 'only the undecodable deltas are missing');
   let j = 0;
   for (const e of got) {
@@ -52,6 +52,45 @@ function brokenSubsequence(t: Test, c: DeltaClient, channel: string, want: strin
     j++;
   }
   t.ok(j <= want.length, 'what the broken client got is a subsequence of the plain stream, byte for byte');
+}
+
+/**
+ * Makes `c` lose its bases of `channel` before its next delta (that delta cannot be applied:
+ * pusher:delta_sync_error). The publisher is held around a break so that it costs exactly
+ * the one delta, whatever the machine's load: `arm` waits until the client has everything
+ * published so far, and `settle`, called after each publish, until the client hit the break
+ * (or has everything, when the publish came full), then until the server handled its sync
+ * error (a ping answered after it on the same socket).
+ */
+function breaker(c: DeltaClient, channel: string) {
+  let armed = false;
+  let hit = false;
+  /** Every message published so far reached the client: decoded, full, or lost to a break. */
+  const caughtUp = (published: number) => c.events(channel).length + c.decoder!.stats.syncErrors >= published;
+  const state = {
+    breaks: 0,
+    async arm(published: number): Promise<void> {
+      await c.until(() => caughtUp(published), 'the client to catch up before a break');
+      armed = true;
+      c.beforeDelta = () => {
+        c.decoder!.reset(channel);
+        c.beforeDelta = null;
+        state.breaks++;
+        hit = true;
+      };
+    },
+    async settle(published: number): Promise<void> {
+      if (!armed) return;
+      await c.until(() => hit || caughtUp(published), 'the break, or the message that came full');
+      if (!hit) return; // it came full: the break waits for the next delta
+      const pongs = () => c.texts.filter((m) => m.includes('"pusher:pong"')).length;
+      const before = pongs();
+      c.send('pusher:ping', {});
+      await c.until(() => pongs() > before, 'pong after the sync error');
+      armed = hit = false;
+    },
+  };
+  return state;
 }
 
 /**
@@ -89,18 +128,13 @@ t.test(`no conflation key: fossil and xdelta3 clients, a late joiner, sync error
   await xdelta.subscribe(channel, { delta: 'xdelta3' });
   await broken.subscribe(channel, { delta: 'xdelta3' });
   let lateFrom = -1;
-  let breaks = 0;
+  const brk = breaker(broken, channel);
   await publishStream(srv, channel, 60, SEED, {
     events: ['price', 'book', 'trade'], symbols: ['A'],
     onEach: async (i) => {
-      if (i === 15 || i === 40) {
-        // the xdelta3 client loses its bases: its next delta fails → pusher:delta_sync_error
-        broken.beforeDelta = () => {
-          broken.decoder!.reset(channel);
-          broken.beforeDelta = null;
-          breaks++;
-        };
-      }
+      // the xdelta3 client loses its bases: its next delta fails → pusher:delta_sync_error
+      if (i === 15 || i === 40) await brk.arm(i + 1);
+      else await brk.settle(i + 1);
       if (i !== 25) return;
       await late.subscribe(channel, { delta: { enabled: true, algorithm: 'fossil' } });
       lateFrom = i + 1;
@@ -118,7 +152,7 @@ t.test(`no conflation key: fossil and xdelta3 clients, a late joiner, sync error
   }
   t.ok(fossil.has((x) => x.includes('"algorithm":"fossil"')), 'fossil deltas name their algorithm');
   t.ok(xdelta.has((x) => x.includes('"algorithm":"xdelta3"')), 'xdelta3 deltas name their algorithm');
-  brokenSubsequence(t, broken, channel, want, breaks);
+  brokenSubsequence(t, broken, channel, want, brk.breaks);
   t.ok(broken.decoder!.stats.deltas > 15, 'the xdelta3 client that lost its bases went back to deltas');
   t.ok(!plain.has((x) => x.includes('pusher:delta') || x.includes('__delta_seq')), 'the plain client saw no delta traffic');
   t.ok(fossil.bytes < plain.bytes * 0.5, `fossil bytes ${fossil.bytes} < half of plain ${plain.bytes}`);
@@ -143,7 +177,7 @@ t.test(`conflation key: cache sync lets a late joiner decode at once; sync error
   await broken.enable();
   await broken.subscribe(channel);
   let lateFrom = -1;
-  let breaks = 0;
+  const brk = breaker(broken, channel);
   await publishStream(srv, channel, 80, SEED + 1, {
     events: ['price', 'book'], symbols: ['EURUSD', 'GBPUSD', 'USDJPY', 'EURGBP'],
     onEach: async (i) => {
@@ -153,14 +187,9 @@ t.test(`conflation key: cache sync lets a late joiner decode at once; sync error
         await late.until(() => late.has((m) => m.includes('delta_cache_sync')), 'delta_cache_sync');
         lateFrom = i + 1;
       }
-      if (i === 20 || i === 50) {
-        // the client loses its bases: its next delta cannot be applied → pusher:delta_sync_error
-        broken.beforeDelta = () => {
-          broken.decoder!.reset(channel);
-          broken.beforeDelta = null;
-          breaks++;
-        };
-      }
+      // the client loses its bases: its next delta cannot be applied → pusher:delta_sync_error
+      if (i === 20 || i === 50) await brk.arm(i + 1);
+      else await brk.settle(i + 1);
     },
   });
   await Promise.all([plain, a, x, late, broken].map((c) => ended(c, channel)));
@@ -176,7 +205,7 @@ t.test(`conflation key: cache sync lets a late joiner decode at once; sync error
   t.ok(a.has((m) => m.includes('"__conflation_key":"EURUSD"')), 'full messages carry __conflation_key');
   t.ok(a.has((m) => m.includes('"conflation_key":"GBPUSD"')), 'deltas carry conflation_key');
   // the broken client lost exactly the deltas it could not apply, and decoded the rest exactly
-  brokenSubsequence(t, broken, channel, want, breaks);
+  brokenSubsequence(t, broken, channel, want, brk.breaks);
   t.ok(broken.decoder!.stats.deltas > 30, 'and it went back to deltas');
 });
 

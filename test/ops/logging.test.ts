@@ -49,7 +49,8 @@ async function runWith(t: Test, log: string): Promise<string> {
   let err = '';
   child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
   child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': 'exit' can come before the last of stdout has been read
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
   const until = Date.now() + 30_000;
   while (!(await up(port))) {

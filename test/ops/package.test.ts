@@ -75,7 +75,7 @@ t.test('npm pack → npm install -g in a temporary prefix → ringcast start --c
   let out = '';
   child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
   child.stderr.on('data', (b: Buffer) => { out += b.toString(); });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code))); // after stdout is read
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
   const until = Date.now() + 30_000;
   while (await up(port) !== 200) {

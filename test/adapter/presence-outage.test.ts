@@ -1,0 +1,91 @@
+// Presence across nodes through a backend outage (adapter/presence.ts), for the logic
+// backends: members that joined or left on either node while the backend was down reach
+// the other node's clients once it is back (member_added / member_removed, once each),
+// and the members the HTTP API lists count every node again. Shorter than the nodes'
+// timeout (default cluster health, 30 s), so neither node is declared failed: what makes
+// it good is the whole state each node sends when its backend is reachable again.
+//
+// "Once" is checked with a positive marker: a member joining on the other node after the
+// backend is back, whose member_added comes after anything the resync could have caused.
+
+import t, { type Test } from 'tap';
+import { signedGet } from '../helpers/http';
+import { APP, eventually, RawClient, startServer, type Frame } from '../helpers/server';
+import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
+
+const data = (f: Frame): { user_id: string } => (typeof f.data === 'string' ? JSON.parse(f.data) : f.data) as { user_id: string };
+
+/** The member events a client got after frame `from`: "added:carol". */
+function memberEvents(c: RawClient, from = 0): string[] {
+  const out: string[] = [];
+  for (const f of (c.frames as Frame[]).slice(from)) {
+    if (f.event === 'pusher_internal:member_added') out.push(`added:${data(f).user_id}`);
+    if (f.event === 'pusher_internal:member_removed') out.push(`removed:${data(f).user_id}`);
+  }
+  return out;
+}
+
+/** The members each client's subscription_succeeded listed. */
+const known = new Map<RawClient, string[]>();
+
+async function join(t: Test, url: string, channel: string, user: string): Promise<RawClient> {
+  const c = await RawClient.connect(url);
+  t.teardown(() => c.close().catch(() => undefined));
+  const r = await c.subscribeAuthed(channel, { user_id: user, user_info: { name: user } });
+  t.equal(r.event, 'pusher_internal:subscription_succeeded', `${user} joined`);
+  known.set(c, Object.keys((JSON.parse(r.data as string) as { presence: { hash: object } }).presence.hash));
+  return c;
+}
+
+for (const name of BACKENDS) {
+  t.test(`${name}: presence changes lost in a backend outage are made good when it is back`, async (t) => {
+    const backend = await startBackend(name);
+    t.teardown(() => backend.stop());
+    // default cluster health (30 s timeout): nobody is declared failed around the outage
+    const cfg = { ...backend.config(), workers: 2, apps: [APP] };
+    const a = await startServer(cfg);
+    t.teardown(() => a.stop());
+    const b = await startServer(cfg);
+    t.teardown(() => b.stop());
+    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+
+    const channel = `presence-outage-${name}`;
+    const wendy = await join(t, a.wsUrl(), channel, 'wendy'); // watches on node A
+    const walt = await join(t, b.wsUrl(), channel, 'walt'); // watches on node B
+    const bob = await join(t, b.wsUrl(), channel, 'bob');
+    // a member of the other node is in the snapshot, or comes one backend hop later
+    const knows = (c: RawClient, user: string) => known.get(c)!.includes(user) || memberEvents(c).includes(`added:${user}`);
+    await eventually(() => knows(wendy, 'walt') && knows(wendy, 'bob') && knows(walt, 'wendy'), 10_000, 'both watchers to know the other node\'s members');
+    const [fromA, fromB] = [wendy.frames.length, walt.frames.length];
+
+    await backend.kill();
+    await eventually(() => !a.server.cluster!.isUp() && !b.server.cluster!.isUp(), 10_000, 'both nodes to see the backend down');
+    await bob.close(); // leaves on node B
+    await join(t, b.wsUrl(), channel, 'carol'); // joins on node B
+    await join(t, a.wsUrl(), channel, 'dave'); // joins on node A
+    await backend.resume();
+    await eventually(() => a.server.cluster!.isUp() && b.server.cluster!.isUp(), 20_000, 'both nodes to reconnect');
+
+    await eventually(() => memberEvents(wendy, fromA).length >= 3, 15_000, 'node A\'s watcher to hear what happened on node B during the outage');
+    await eventually(() => memberEvents(walt, fromB).length >= 2, 15_000, 'node B\'s watcher to hear what happened on node A during the outage');
+    // the markers: one more member on each node
+    await join(t, b.wsUrl(), channel, 'erin');
+    await join(t, a.wsUrl(), channel, 'frank');
+    await eventually(() => memberEvents(wendy, fromA).includes('added:erin') && memberEvents(walt, fromB).includes('added:frank'), 10_000, 'the markers');
+
+    const seenA = memberEvents(wendy, fromA);
+    const iErin = seenA.indexOf('added:erin');
+    t.same(seenA.slice(0, iErin).filter((e) => e !== 'added:dave').sort(), ['added:carol', 'removed:bob'],
+      'node A: bob\'s leave and carol\'s join on node B, lost in the outage, once each');
+    t.same(seenA.filter((e) => e === 'added:dave'), ['added:dave'], 'node A: dave (local) once');
+    const seenB = memberEvents(walt, fromB);
+    const iFrank = seenB.indexOf('added:frank');
+    t.same(seenB.slice(0, iFrank).filter((e) => e !== 'added:erin').sort(), ['added:carol', 'added:dave', 'removed:bob'],
+      'node B: dave\'s join on node A once; bob and carol (local) once each');
+
+    for (const srv of [a, b]) {
+      const users = await signedGet(srv.port, APP, `channels/${channel}/users`);
+      t.same((users.json.users as { id: string }[]).map((u) => u.id).sort(), ['carol', 'dave', 'erin', 'frank', 'walt', 'wendy'], 'the members of the whole cluster');
+    }
+  });
+}
