@@ -4,7 +4,9 @@
 //   node dist/bench/cluster/latency.js --help
 //
 // For each setup — one node; two nodes through Redis; two nodes through NATS — fresh
-// `ringcast start` processes (bench/targets/ringcast.ts, `workers` each) and a fresh
+// `ringcast start` processes (bench/targets/ringcast.ts: one node of --workers shards, or
+// two of --cluster-workers, by default half as many: both setups run the same number of
+// shard threads on the machine's cores, so the difference is the cluster's) and a fresh
 // backend (redis-server / nats-server on a free port). --subs subscribers of one channel,
 // all on the one node, or split evenly over the two nodes (raw WebSockets of the
 // harness's load generator). The API publisher sends to node A only, so half of the
@@ -18,6 +20,12 @@
 // Targets (issue 12): p50 overhead of two nodes ≤ 2 ms over one node; fan-out with two
 // nodes ≥ 0.8× one node's. Every run checks that each subscriber got every publish of
 // the latency window (a lost message fails the run).
+//
+// --rounds: the setups run one after the other in each round (one, redis, nats, one, …);
+// each two-node figure is compared with the one node of its own round, and the medians
+// of those per-round differences and ratios are the result. On a small machine the
+// latency window runs near saturation (1,000 × 1,000 deliveries/s plus the generator),
+// so a single round moves by several ms and tenths of a ratio between runs.
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -34,12 +42,16 @@ const USAGE = `Usage: node dist/bench/cluster/latency.js [options]
 
   --setups LIST      one, redis, nats                                [one,redis,nats]
   --workers N        shards per node                                 [2]
+  --cluster-workers N  shards per node in the two-node setups   [--workers / 2]
+                     (the one node's shards split between the two: the same threads
+                     on the same cores; --cluster-workers 2 oversubscribes 2 cores)
   --subs N           subscribers of the channel                      [1000]
   --rate N           publishes per second in the latency window      [1000]
   --seconds S        latency window                                  [10]
   --fanout-seconds S closed-loop fan-out window                      [5]
   --conns N          publisher keep-alive connections                [8]
   --payload N        bytes of each event's data                      [100]
+  --rounds N         rounds of every setup, interleaved              [3]
   --json FILE        also append the JSON lines to FILE
   --help`;
 
@@ -48,24 +60,27 @@ type Setup = 'one' | 'redis' | 'nats';
 interface Opts {
   setups: Setup[];
   workers: number;
+  clusterWorkers: number;
   subs: number;
   rate: number;
   seconds: number;
   fanoutSeconds: number;
   conns: number;
   payload: number;
+  rounds: number;
   json: string | null;
 }
 
 function parseArgs(argv: string[]): Opts {
-  const o = readOptions(argv, USAGE, ['setups', 'workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'json']);
+  const o = readOptions(argv, USAGE, ['setups', 'workers', 'cluster-workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'rounds', 'json']);
   const num = (k: string, def: number, min: number): number => o.num(k, def, min);
   const setups = (o.get('setups') ?? 'one,redis,nats').split(',').map((s) => s.trim()) as Setup[];
   for (const s of setups) if (!['one', 'redis', 'nats'].includes(s)) throw new Error(`--setups: "${s}" is not one, redis or nats`);
   return {
-    setups, workers: Math.floor(num('workers', 2, 1)), subs: Math.floor(num('subs', 1000, 2)),
+    setups, workers: Math.floor(num('workers', 2, 1)), clusterWorkers: Math.floor(num('cluster-workers', Math.max(1, Math.floor(num('workers', 2, 1) / 2)), 1)), subs: Math.floor(num('subs', 1000, 2)),
     rate: num('rate', 1000, 1), seconds: num('seconds', 10, 1), fanoutSeconds: num('fanout-seconds', 5, 1),
-    conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), json: o.get('json') ?? null,
+    conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), rounds: Math.floor(num('rounds', 3, 1)),
+    json: o.get('json') ?? null,
   };
 }
 
@@ -75,6 +90,7 @@ function log(msg: string): void {
 }
 
 interface Result {
+  round: number;
   setup: Setup;
   nodes: number;
   workers: number;
@@ -118,13 +134,14 @@ async function snap(pools: GenPool[], latency: boolean, reset: boolean): Promise
   return Promise.all(pools.map((p) => p.snapshot(latency, reset)));
 }
 
-async function oneSetup(setup: Setup, o: Opts, tmpDir: string): Promise<Result> {
+async function oneSetup(setup: Setup, o: Opts, tmpDir: string, round: number): Promise<Result> {
   const env = await backendEnv(setup);
   const nodes = setup === 'one' ? 1 : 2;
+  const workers = nodes === 1 ? o.workers : o.clusterWorkers;
   const ports: number[] = [];
   for (let i = 0; i < nodes; i++) {
     const port = await freePort();
-    servers.push(await ringcastTarget(o.workers, { env }).start({ port, tmpDir }));
+    servers.push(await ringcastTarget(workers, { env }).start({ port, tmpDir }));
     ports.push(port);
   }
   if (nodes === 2) await sleep(500); // the nodes' first heartbeats
@@ -161,7 +178,7 @@ async function oneSetup(setup: Setup, o: Opts, tmpDir: string): Promise<Result> 
     const t1 = Date.now();
     await pub.stop();
     return {
-      setup, nodes, workers: o.workers, subs: o.subs, rate: o.rate,
+      round, setup, nodes, workers, subs: o.subs, rate: o.rate,
       p50_ms: lat.quantile(0.5) / 1000, p99_ms: lat.quantile(0.99) / 1000,
       delivered, expected, fanout_msgs_per_s: Math.round(((f1 - f0) / (t1 - t0)) * 1000),
     };
@@ -178,22 +195,37 @@ async function main(): Promise<void> {
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringcast-bench-cluster-'));
   const results: Result[] = [];
   try {
-    for (const setup of o.setups) {
-      log(`${setup}: ${setup === 'one' ? 1 : 2} node(s) × ${o.workers} shards, ${o.subs} subscribers, ${o.rate} publishes/s`);
-      const r = await oneSetup(setup, o, tmpDir);
-      results.push(r);
-      log(`${setup}: p50 ${r.p50_ms.toFixed(2)} ms, p99 ${r.p99_ms.toFixed(2)} ms, fan-out ${r.fanout_msgs_per_s} msgs/s`);
-      if (o.json) fs.appendFileSync(o.json, JSON.stringify(r) + '\n');
+    for (let round = 1; round <= o.rounds; round++) {
+      for (const setup of o.setups) {
+        log(`round ${round}/${o.rounds}, ${setup}: ${setup === 'one' ? `1 node × ${o.workers}` : `2 nodes × ${o.clusterWorkers}`} shards, ${o.subs} subscribers, ${o.rate} publishes/s`);
+        const r = await oneSetup(setup, o, tmpDir, round);
+        results.push(r);
+        log(`${setup}: p50 ${r.p50_ms.toFixed(2)} ms, p99 ${r.p99_ms.toFixed(2)} ms, fan-out ${r.fanout_msgs_per_s} msgs/s`);
+        if (o.json) fs.appendFileSync(o.json, JSON.stringify(r) + '\n');
+      }
     }
   } finally {
     fs.rmSync(tmpDir, { recursive: true, force: true });
   }
-  const one = results.find((r) => r.setup === 'one');
-  process.stdout.write('\n| setup | nodes | p50 ms | p99 ms | fan-out msgs/s | p50 − one node | fan-out ÷ one node |\n|---|---|---|---|---|---|---|\n');
-  for (const r of results) {
-    const over = one ? `${(r.p50_ms - one.p50_ms).toFixed(2)} ms` : '–';
-    const ratio = one ? `${(r.fanout_msgs_per_s / one.fanout_msgs_per_s).toFixed(2)}×` : '–';
-    process.stdout.write(`| ${r.setup} | ${r.nodes} | ${r.p50_ms.toFixed(2)} | ${r.p99_ms.toFixed(2)} | ${r.fanout_msgs_per_s} | ${over} | ${ratio} |\n`);
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  };
+  const list = (xs: number[], f: (x: number) => string) => xs.map(f).join(' / ');
+  process.stdout.write(`\nPer round (${o.rounds}), then the median; overhead and ratio against the one node of the same round.\n\n`);
+  process.stdout.write('| setup | nodes × shards | p50 ms | p99 ms | fan-out msgs/s | p50 − one node | fan-out ÷ one node |\n|---|---|---|---|---|---|---|\n');
+  for (const setup of o.setups) {
+    const rs = results.filter((r) => r.setup === setup);
+    const ones = rs.map((r) => results.find((x) => x.setup === 'one' && x.round === r.round));
+    const over = ones.every((x) => x) ? rs.map((r, i) => r.p50_ms - ones[i]!.p50_ms) : null;
+    const ratio = ones.every((x) => x) ? rs.map((r, i) => r.fanout_msgs_per_s / ones[i]!.fanout_msgs_per_s) : null;
+    const p50 = rs.map((r) => r.p50_ms);
+    const p99 = rs.map((r) => r.p99_ms);
+    const fan = rs.map((r) => r.fanout_msgs_per_s);
+    process.stdout.write(`| ${setup} | ${rs[0].nodes} × ${rs[0].workers} | ${list(p50, (x) => x.toFixed(1))} (**${median(p50).toFixed(1)}**) | ${list(p99, (x) => x.toFixed(0))} (**${median(p99).toFixed(0)}**) | ` +
+      `${list(fan, (x) => `${(x / 1000).toFixed(0)} k`)} (**${(median(fan) / 1000).toFixed(0)} k**) | ` +
+      `${over && setup !== 'one' ? `${list(over, (x) => x.toFixed(1))} (**${median(over).toFixed(1)} ms**)` : '–'} | ` +
+      `${ratio && setup !== 'one' ? `${list(ratio, (x) => x.toFixed(2))} (**${median(ratio).toFixed(2)}×**)` : '–'} |\n`);
   }
 }
 
