@@ -7,7 +7,9 @@
 //   questions         `req` on `<prefix>.ctl`, each other node answers on `<prefix>.node.<id>`
 //
 // A node drops its own publishes by node id (every backend echoes them), so each publish
-// reaches each node's subscribers once. Order per channel per publishing node holds: the
+// reaches each node's subscribers once. A node whose heartbeat names another wire version
+// (adapter/wire.ts WIRE_VERSION) is not a member: its messages are dropped, counted and
+// logged once (nodes of different versions do not mix). Order per channel per publishing node holds: the
 // primary receives a shard's publishes in bus order and the transport keeps per-publisher
 // order on one subject.
 
@@ -18,7 +20,7 @@ import type { Bridge } from '../channels/bridge';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import type { Transport } from './transport';
-import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, type NodeMsg } from './wire';
+import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, publishSender, WIRE_VERSION, type NodeMsg } from './wire';
 
 export type ClusterHealth = Config['adapter']['cluster_health'];
 
@@ -96,6 +98,23 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   let left = false;
 
   const activeGauge = () => metrics.set('cluster_nodes_active', {}, peers.size + 1);
+  /** Nodes whose heartbeat named another wire version → that version (-1: none). */
+  const foreign = new Map<string, number>();
+
+  /** A heartbeat's version: false (and the node dropped, logged once) when it is not ours. */
+  function compatible(node: string, v: number | undefined): boolean {
+    if (v === WIRE_VERSION) {
+      if (foreign.delete(node)) log.info({ node }, 'cluster: node speaks this wire version now');
+      return true;
+    }
+    if (!foreign.has(node)) {
+      log.error({ node, version: v ?? 'none', ours: WIRE_VERSION },
+        'cluster: a node speaks another cluster wire version: its messages are ignored (run one ringcast version across the cluster)');
+    }
+    foreign.set(node, v ?? -1);
+    gone(node, false);
+    return false;
+  }
 
   function send(subject: string, msg: NodeMsg): boolean {
     // after its `bye` a node says nothing more: another node would take it back as alive
@@ -115,7 +134,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       log.info({ node }, 'cluster: node joined');
       // answer at once so that a node that just started learns of this one without
       // waiting a heartbeat interval
-      send(subj.ctl, { t: 'hb', node: id });
+      send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION });
       for (const fn of joinedListeners) fn(node);
     }
   }
@@ -137,6 +156,11 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     if (msg.node === id) {
       if (msg.t === 'member' || msg.t === 'counts') for (const fn of echoListeners) fn(msg);
       else if (msg.t === 'bye') byeEchoed?.();
+      return;
+    }
+    if (msg.t === 'hb' && !compatible(msg.node, msg.v)) return;
+    if (foreign.has(msg.node)) {
+      metrics.inc('adapter_errors_total');
       return;
     }
     switch (msg.t) {
@@ -183,6 +207,11 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   }
 
   function onPublish(buf: Uint8Array): void {
+    const sender = publishSender(buf);
+    if (sender !== null && foreign.has(sender)) {
+      metrics.inc('adapter_errors_total');
+      return;
+    }
     let d;
     try {
       d = decodeNode(buf);
@@ -227,12 +256,12 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   tx.onState((up) => {
     if (up) log.info({ backend: tx.name, where: tx.where }, 'cluster: backend reachable again');
     else log.warn({ backend: tx.name, where: tx.where }, 'cluster: backend unreachable; local delivery goes on, remote publishes are lost until it is back');
-    if (up) send(subj.ctl, { t: 'hb', node: id });
+    if (up) send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION });
   });
 
   const timers: NodeJS.Timeout[] = [];
   const beat = () => {
-    if (!send(subj.ctl, { t: 'hb', node: id })) metrics.inc('cluster_heartbeat_failures_total');
+    if (!send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION })) metrics.inc('cluster_heartbeat_failures_total');
   };
   beat(); // the first one always: the other nodes learn of this one now
   if (health.enabled) {

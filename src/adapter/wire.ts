@@ -9,10 +9,18 @@ import { Force, forceOf } from '../delta/wire';
 
 export const Kind = { Publish: 1, Control: 2 } as const;
 
+/**
+ * The version of what nodes send each other, carried by every heartbeat (`v`). A node
+ * ignores every message of a node whose heartbeat names another version, or none (builds
+ * before it): the layouts differ (version 2 added the publish's delta byte), and a frame
+ * read with the wrong layout could deliver garbage. Raise it with every change of a layout.
+ */
+export const WIRE_VERSION = 2;
+
 /** Node → every node (ctl subject) or node → one node (its own subject). */
 export type NodeMsg =
-  /** Alive; sent every heartbeat_interval_ms. */
-  | { t: 'hb'; node: string }
+  /** Alive; sent every heartbeat_interval_ms. `v`: WIRE_VERSION (absent from builds before it). */
+  | { t: 'hb'; node: string; v?: number }
   /** Graceful stop: forget me now (not counted as a failure). */
   | { t: 'bye'; node: string }
   /** A question to every other node; each answers with `res` on the asker's subject. */
@@ -82,6 +90,12 @@ export type Decoded =
   | { kind: typeof Kind.Control; msg: NodeMsg };
 
 /** Throws on a frame that is not ours (the caller counts it as an adapter error). */
+/** The sending node of a publish frame (read before the rest, which depends on its version); null for other kinds. */
+export function publishSender(buf: Uint8Array): string | null {
+  if (buf[0] !== Kind.Publish || buf.length < 2) return null;
+  return String.fromCharCode(...buf.subarray(2, 2 + buf[1]));
+}
+
 export function decodeNode(buf: Uint8Array): Decoded {
   if (buf[0] === Kind.Publish) {
     const n = buf[1];
