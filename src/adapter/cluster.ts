@@ -20,7 +20,7 @@ import type { Bridge } from '../channels/bridge';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import type { Transport } from './transport';
-import { decodeNode, encodeNodeMsg, encodeNodePublish, Kind, publishSender, WIRE_VERSION, type NodeMsg } from './wire';
+import { decodeNode, encodeNodeMsg, encodeNodePublish, isPublishFrom, Kind, publishSender, WIRE_VERSION, type NodeMsg } from './wire';
 
 export type ClusterHealth = Config['adapter']['cluster_health'];
 
@@ -207,10 +207,13 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   }
 
   function onPublish(buf: Uint8Array): void {
-    const sender = publishSender(buf);
-    if (sender !== null && foreign.has(sender)) {
-      metrics.inc('adapter_errors_total');
-      return;
+    if (isPublishFrom(buf, id)) return; // our own publish, echoed by the backend: not decoded
+    if (foreign.size > 0) {
+      const sender = publishSender(buf);
+      if (sender !== null && foreign.has(sender)) {
+        metrics.inc('adapter_errors_total');
+        return;
+      }
     }
     let d;
     try {

@@ -90,6 +90,14 @@ export type Decoded =
   | { kind: typeof Kind.Control; msg: NodeMsg };
 
 /** Throws on a frame that is not ours (the caller counts it as an adapter error). */
+/** Whether `buf` is a publish frame sent by `node` (ASCII id): read without decoding anything. */
+export function isPublishFrom(buf: Uint8Array, node: string): boolean {
+  const n = node.length;
+  if (buf[0] !== Kind.Publish || buf[1] !== n || buf.length < 2 + n) return false;
+  for (let i = 0; i < n; i++) if (buf[2 + i] !== node.charCodeAt(i)) return false;
+  return true;
+}
+
 /** The sending node of a publish frame (read before the rest, which depends on its version); null for other kinds. */
 export function publishSender(buf: Uint8Array): string | null {
   if (buf[0] !== Kind.Publish || buf.length < 2) return null;

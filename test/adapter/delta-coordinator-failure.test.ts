@@ -4,7 +4,8 @@
 // A is the coordinator and numbers from 0 again (full at every interval + 1-th position).
 // A's delta client reconstructs every event byte for byte throughout. The coordinator is
 // a real `ringcast start` child process (bin/ringcast.js; needs tsc first) whose node id
-// is smaller than A's (children are started until one is).
+// is smaller than A's (node A is restarted until its id is in the upper half, then
+// children are started until one has a smaller id).
 
 import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
@@ -26,10 +27,17 @@ for (const name of BACKENDS) {
       ...base, workers: 2, adapter: { ...base.adapter, cluster_health: HEALTH },
       delta_compression: { cluster_coordination: true, full_message_interval: INTERVAL },
     };
-    const a = await startServer({ ...cfg, metrics: { enabled: true, port: 0, host: '127.0.0.1' } });
-    t.teardown(() => a.stop());
+    // node A with an id in the upper half (ids are random hex: ½ each start), so that each
+    // child below has at least an even chance of a smaller one
+    let a = await startServer({ ...cfg, metrics: { enabled: true, port: 0, host: '127.0.0.1' } });
+    for (let i = 0; i < 20 && a.server.cluster!.id < '8'; i++) {
+      await a.stop();
+      a = await startServer({ ...cfg, metrics: { enabled: true, port: 0, host: '127.0.0.1' } });
+    }
+    const nodeA = a;
+    t.teardown(() => nodeA.stop());
     const me = a.server.cluster!.id;
-    // a child node whose id is smaller than A's: the coordinator (ids are random: ½ each try)
+    // a child node whose id is smaller than A's: the coordinator (≥ ½ each try)
     let child: ChildProcess | null = null;
     for (let i = 0; i < 12 && child === null; i++) {
       const port = await freePort();
