@@ -45,7 +45,7 @@ if [ "${TEST_CHECKS:-1}" != 0 ]; then
   check "import boundaries" node scripts/check-boundaries.mjs
 fi
 
-once="${TEST_ONCE-^dist/test/(adapter/|ops/(package|logging|ping-interval)\.test\.js$|cli/cli\.test\.js$|webhooks/redis-queue\.test\.js$)}"
+once="${TEST_ONCE-^dist/test/(adapter/|ops/(package|logging|ping-interval)\.test\.js$|cli/cli\.test\.js$|webhooks/redis-queue\.test\.js$|ratelimit/redis\.test\.js$|fuzz/(http|ws)\.fuzz\.test\.js$)}"
 for w in $modes; do
   echo "== tests with workers: $w"
   t0=$SECONDS

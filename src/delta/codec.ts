@@ -3,7 +3,7 @@
 // uncaughtException / unhandledRejection handlers when it loads, which a shard must not
 // have (its crash handling, shard/failover.ts, owns those events).
 
-import { createDelta } from 'fossil-delta';
+import { fossilDelta } from './fossil';
 import type { Algo } from './settings';
 import { toStandardVcdiff } from './vcdiff';
 
@@ -23,7 +23,8 @@ function loadXdelta(): Promise<Encode> {
   return xdelta;
 }
 
-const fossil: Encode = (base, target) => createDelta(base, target);
+/** Our Fossil encoder (delta/fossil.ts: shorter deltas than `fossil-delta`'s createDelta, same format). */
+const fossil: Encode = fossilDelta;
 
 /** The encoders for `algos`, loaded once. */
 export async function loadEncoders(algos: readonly Algo[]): Promise<Record<Algo, Encode | null>> {
