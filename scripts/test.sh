@@ -9,8 +9,9 @@
 #                         it covers the cross-shard paths as well as the local ones)
 #   TEST_COVERAGE_FLOOR   percent of the lines of src/ (default 85)
 #   TEST_CHECKS           0 skips lint and the import-boundary check (make test-1 / test-4)
-#   TEST_JOBS             test files run at once (default 3: on 2 cores, most files wait on
-#                         timers and sockets part of the time; workers 1 went from 315 s to 258 s)
+#   TEST_JOBS             test files run at once (default 4 with workers 1, 3 with workers 4:
+#                         on 2 cores, most files wait on timers and sockets part of the time;
+#                         workers 1 went from 315 s to 258 s with 3)
 #   TEST_ONCE             a path pattern (grep -E) of test files that fix their own shard
 #                         counts (RINGCAST_TEST_WORKERS changes nothing for them): they run
 #                         in the coverage run only (default: the cluster suites, dist/test/adapter/,
@@ -64,7 +65,7 @@ for w in $modes; do
     cov=(env "NODE_V8_COVERAGE=$covdir")
   fi
   # (no `|| true` here: it would replace PIPESTATUS and hide tap's exit code)
-  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap --jobs="${TEST_JOBS:-3}" "${run[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )'
+  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap --jobs="${TEST_JOBS:-$([ "$w" = 1 ] && echo 4 || echo 3)}" "${run[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )'
   code=${PIPESTATUS[0]}
   summary=$(grep -E '^# \{ total: ' "$log" | tail -1)
   p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); f=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")

@@ -4,11 +4,12 @@
 // sending and removes it (LREM) only once it is delivered or given up.
 //
 // Each consumer (one per process start) holds a lease, `<key_prefix>webhooks:lease:<consumer>`,
-// a key with a LEASE_MS expiry that it renews every RENEW_MS. Every consumer, at start and
-// every RENEW_MS, looks for processing lists whose lease is gone (a process killed with
-// kill -9, or cut off from Redis for longer than the lease) and moves their jobs back to the
-// head of `pending`, oldest first, in one script per list (so two consumers never both take
-// a list). A clean stop puts its own unfinished jobs back at once and drops its lease. So
+// a key with a LEASE_MS expiry that it renews every RENEW_MS, and is listed in the set
+// `<key_prefix>webhooks:consumers` (reclaim reads that set; it never scans the keyspace).
+// Every consumer, at start and every RENEW_MS, looks for processing lists whose lease is
+// gone (a process killed with kill -9, or cut off from Redis for longer than the lease) and
+// moves their jobs back to the head of `pending`, oldest first, in one script per list (so
+// two consumers never both take a list). A clean stop puts its own unfinished jobs back at once and drops its lease. So
 // several nodes on one Redis share the queue without one re-sending what another is sending
 // (only a consumer whose lease lapsed while it was still sending can cause a second request),
 // and a job Redis has accepted is never lost: a receiver may see a request twice (the spec:
@@ -40,18 +41,15 @@ const STOP_SETTLE_MS = 2000;
 
 /**
  * Moves a processing list (KEYS[1]) back to the head of pending (KEYS[3]), oldest job first,
- * unless its lease (KEYS[2]) is alive. Returns the number of jobs moved, -1 if leased.
+ * unless its lease (KEYS[2]) is alive, and drops its consumer (ARGV[1]) from the set of
+ * consumers (KEYS[4]). Returns the number of jobs moved, -1 if leased.
  */
 const RECLAIM = `
 if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 local n = 0
 while redis.call('LMOVE', KEYS[1], KEYS[3], 'RIGHT', 'LEFT') do n = n + 1 end
+redis.call('SREM', KEYS[4], ARGV[1])
 return n`;
-
-/** `s` with Redis glob characters escaped, for SCAN MATCH. */
-function globEscape(s: string): string {
-  return s.replace(/[*?[\]\\]/g, '\\$&');
-}
 
 export function redisOptions(cfg: RedisConfig, name: string): RedisOptions {
   const sentinel = cfg.sentinels.length > 0;
@@ -71,7 +69,7 @@ export function redisOptions(cfg: RedisConfig, name: string): RedisOptions {
 }
 
 interface Reclaimer {
-  ringcastReclaim(list: string, lease: string, pending: string): Promise<number>;
+  ringcastReclaim(list: string, lease: string, pending: string, consumers: string, consumer: string): Promise<number>;
 }
 
 export class RedisQueue implements WebhookQueue {
@@ -84,6 +82,8 @@ export class RedisQueue implements WebhookQueue {
   readonly consumer = randomBytes(8).toString('hex');
   private readonly processing: string;
   private readonly lease: string;
+  /** The set of consumer ids that have a processing list (where reclaim looks). */
+  private readonly consumers: string;
   private renewal: NodeJS.Timeout | null = null;
   private inflight = 0;
   private pushes = 0;
@@ -109,7 +109,8 @@ export class RedisQueue implements WebhookQueue {
     this.pending = `${cfg.key_prefix}webhooks:pending`;
     this.processing = `${cfg.key_prefix}webhooks:processing:${this.consumer}`;
     this.lease = `${cfg.key_prefix}webhooks:lease:${this.consumer}`;
-    this.cmd.defineCommand('ringcastReclaim', { numberOfKeys: 3, lua: RECLAIM });
+    this.consumers = `${cfg.key_prefix}webhooks:consumers`;
+    this.cmd.defineCommand('ringcastReclaim', { numberOfKeys: 4, lua: RECLAIM });
   }
 
   get size(): number {
@@ -127,32 +128,26 @@ export class RedisQueue implements WebhookQueue {
     this.loop = this.consume();
   }
 
+  /** The lease, and the listing (again: another consumer drops it when it takes back a lapsed lease's jobs). */
   private async renew(): Promise<void> {
     await this.cmd.set(this.lease, '1', 'PX', LEASE_MS);
+    await this.cmd.sadd(this.consumers, this.consumer);
   }
 
   /** Jobs of consumers whose lease is gone (killed, or earlier versions'): back to the head of pending. */
   async reclaim(): Promise<number> {
-    const lists = new Set<string>();
-    const match = `${globEscape(this.prefix)}webhooks:processing*`;
-    let cursor = '0';
-    do {
-      const [next, keys] = await this.cmd.scan(cursor, 'MATCH', match, 'COUNT', 200);
-      cursor = next;
-      for (const k of keys) lists.add(k);
-    } while (cursor !== '0');
-    lists.delete(this.processing);
     const base = `${this.prefix}webhooks:processing`;
+    // the single list of earlier versions has no lease: a key that never exists stands for it
+    const lists: [list: string, lease: string, consumer: string][] = [[base, `${this.prefix}webhooks:lease`, '']];
+    for (const id of await this.cmd.smembers(this.consumers)) {
+      if (id !== this.consumer) lists.push([`${base}:${id}`, `${this.prefix}webhooks:lease:${id}`, id]);
+    }
     let requeued = 0;
-    for (const list of lists) {
-      const owner = list === base ? null : list.startsWith(`${base}:`) ? list.slice(base.length + 1) : undefined;
-      if (owner === undefined) continue; // another key that only shares the prefix
-      // the list of earlier versions has no lease: a key that never exists stands for it
-      const lease = owner === null ? `${this.prefix}webhooks:lease` : `${this.prefix}webhooks:lease:${owner}`;
-      const n = await (this.cmd as unknown as Reclaimer).ringcastReclaim(list, lease, this.pending);
+    for (const [list, lease, id] of lists) {
+      const n = await (this.cmd as unknown as Reclaimer).ringcastReclaim(list, lease, this.pending, this.consumers, id);
       if (n > 0) {
         requeued += n;
-        this.log.warn({ requeued: n, consumer: owner ?? '(earlier version)' }, 'webhook queue: re-sending jobs a consumer that is gone had not finished');
+        this.log.warn({ requeued: n, consumer: id || '(earlier version)' }, 'webhook queue: re-sending jobs a consumer that is gone had not finished');
         this.metrics.inc('webhooks_requeued_total', {}, n);
       }
     }
@@ -196,6 +191,7 @@ export class RedisQueue implements WebhookQueue {
     const done = (async () => {
       while (await this.cmd.lmove(this.processing, this.pending, 'RIGHT', 'LEFT')) moved++;
       await this.cmd.del(this.lease);
+      await this.cmd.srem(this.consumers, this.consumer);
     })();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([done, new Promise((_, reject) => {

@@ -110,6 +110,33 @@ t.test('a webhook accepted into the redis queue survives kill -9 and is sent aft
   t.equal((await redisCommand(redis.port, 'LLEN rc-test:webhooks:pending')).trim(), ':0', 'nothing left pending');
 });
 
+t.test('the single processing list of an earlier version is taken back at start', async (t) => {
+  const redis = await RedisServer.start();
+  const receiver = await startReceiver();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-wh-'));
+  t.teardown(async () => {
+    await receiver.close();
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  // what an earlier version left in flight when it was killed: a job in `webhooks:processing`
+  const body = JSON.stringify({ time_ms: 1234, events: [{ name: 'channel_occupied', channel: 'left-over' }] });
+  const job = { app: APP.id, url: receiver.url, body, events: ['channel_occupied'] };
+  const r = new Redis({ host: '127.0.0.1', port: redis.port });
+  t.teardown(() => r.disconnect());
+  await r.rpush('rc-test:webhooks:processing', JSON.stringify(job));
+  const port = await freePort();
+  await ringcast(t, dir, 'upgraded', {
+    host: '127.0.0.1', port, workers: 1, log: { level: 'warn' }, queue: { driver: 'redis' },
+    database: { redis: { host: '127.0.0.1', port: redis.port, key_prefix: 'rc-test:' } },
+    apps: [{ ...APP, webhooks: [{ url: receiver.url, event_types: ['channel_occupied'] }] }],
+  }, port);
+  await receiver.until((q) => q.length === 1, 10_000, 'the left-over job');
+  t.equal(receiver.requests[0].rawBody, body, 'sent as it was queued');
+  t.equal(await r.exists('rc-test:webhooks:processing'), 0, 'the old list is gone');
+  t.same(await r.smembers('rc-test:webhooks:consumers').then((m) => m.length), 1, 'one consumer listed: the running one');
+});
+
 /** Two nodes (not clustered) sharing one Redis queue; the first has a job in flight. */
 async function twoNodes(t: Test) {
   const redis = await RedisServer.start();
