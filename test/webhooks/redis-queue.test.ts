@@ -69,7 +69,8 @@ async function ringcast(t: Test, dir: string, name: string, config: unknown, por
   return child;
 }
 
-t.test('a webhook accepted into the redis queue survives kill -9 and is sent after restart', async (t) => {
+/** A redis-server, a webhook receiver and a temp dir for the configs, gone at teardown. */
+async function fixtures(t: Test) {
   const redis = await RedisServer.start();
   const receiver = await startReceiver();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-wh-'));
@@ -78,6 +79,11 @@ t.test('a webhook accepted into the redis queue survives kill -9 and is sent aft
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
   });
+  return { redis, receiver, dir };
+}
+
+t.test('a webhook accepted into the redis queue survives kill -9 and is sent after restart', async (t) => {
+  const { redis, receiver, dir } = await fixtures(t);
   const port = await freePort();
   const config = (initialDelay: number) => ({
     host: '127.0.0.1', port, workers: 1, log: { level: 'warn' },
@@ -111,14 +117,7 @@ t.test('a webhook accepted into the redis queue survives kill -9 and is sent aft
 });
 
 t.test('the single processing list of an earlier version is taken back at start', async (t) => {
-  const redis = await RedisServer.start();
-  const receiver = await startReceiver();
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-wh-'));
-  t.teardown(async () => {
-    await receiver.close();
-    await redis.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const { redis, receiver, dir } = await fixtures(t);
   // what an earlier version left in flight when it was killed: a job in `webhooks:processing`
   const body = JSON.stringify({ time_ms: 1234, events: [{ name: 'channel_occupied', channel: 'left-over' }] });
   const job = { app: APP.id, url: receiver.url, body, events: ['channel_occupied'] };
@@ -139,14 +138,7 @@ t.test('the single processing list of an earlier version is taken back at start'
 
 /** Two nodes (not clustered) sharing one Redis queue; the first has a job in flight. */
 async function twoNodes(t: Test) {
-  const redis = await RedisServer.start();
-  const receiver = await startReceiver();
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-wh-'));
-  t.teardown(async () => {
-    await receiver.close();
-    await redis.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const { redis, receiver, dir } = await fixtures(t);
   const config = (port: number, metricsPort: number) => ({
     host: '127.0.0.1', port, workers: 1, log: { level: 'warn' },
     queue: { driver: 'redis' },
