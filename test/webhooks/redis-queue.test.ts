@@ -168,7 +168,9 @@ async function twoNodes(t: Test) {
   await cb.subscribe('marker');
   await receiver.until(() => sent('marker').length === 1, 15_000, 'the marker webhook');
   t.equal(sent('held').length, 1, 'node b\'s start did not re-send the job node a is sending');
-  t.same(await processing(redis.port), listsA, 'still in node a\'s list');
+  // (the marker's own list entry may still be there: its sender removes it after the answer)
+  const [listA] = [...listsA.keys()];
+  t.equal((await processing(redis.port)).get(listA), 1, 'still in node a\'s list');
   return { redis, receiver, a, b, mb, sent };
 }
 
