@@ -33,9 +33,11 @@ import path from 'node:path';
 import { NatsServer } from '../../test/helpers/nats';
 import { RedisServer } from '../../test/helpers/redis';
 import { readOptions } from '../harness/args';
-import { GenPool, Publisher, sleep, type PoolSnapshot } from '../harness/load';
+import { CGenPool } from '../harness/cgen';
+import type { Histogram } from '../harness/histogram';
+import { GenPool, Publisher, sleep } from '../harness/load';
 import { killAllNow } from '../harness/procs';
-import { APP, freePort, type RunningTarget } from '../harness/target';
+import { APP, freePort, processCpuUs, threadCpuUs, type RunningTarget } from '../harness/target';
 import { ringcastTarget } from '../targets/ringcast';
 
 const USAGE = `Usage: node dist/bench/cluster/latency.js [options]
@@ -51,6 +53,8 @@ const USAGE = `Usage: node dist/bench/cluster/latency.js [options]
   --fanout-seconds S closed-loop fan-out window                      [5]
   --conns N          publisher keep-alive connections                [8]
   --payload N        bytes of each event's data                      [100]
+  --gen c|node       subscribers' load generator: C (wsrecv.c, needs gcc) or
+                     Node (loadgen.ts, ~3× the CPU per message)         [c]
   --rounds N         rounds of every setup, interleaved              [3]
   --json FILE        also append the JSON lines to FILE
   --help`;
@@ -68,19 +72,22 @@ interface Opts {
   conns: number;
   payload: number;
   rounds: number;
+  gen: 'c' | 'node';
   json: string | null;
 }
 
 function parseArgs(argv: string[]): Opts {
-  const o = readOptions(argv, USAGE, ['setups', 'workers', 'cluster-workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'rounds', 'json']);
+  const o = readOptions(argv, USAGE, ['setups', 'workers', 'cluster-workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'rounds', 'gen', 'json']);
   const num = (k: string, def: number, min: number): number => o.num(k, def, min);
   const setups = (o.get('setups') ?? 'one,redis,nats').split(',').map((s) => s.trim()) as Setup[];
   for (const s of setups) if (!['one', 'redis', 'nats'].includes(s)) throw new Error(`--setups: "${s}" is not one, redis or nats`);
+  const gen = o.get('gen') ?? 'c';
+  if (gen !== 'c' && gen !== 'node') throw new Error(`--gen: "${gen}" is not c or node`);
   return {
     setups, workers: Math.floor(num('workers', 2, 1)), clusterWorkers: Math.floor(num('cluster-workers', Math.max(1, Math.floor(num('workers', 2, 1) / 2)), 1)), subs: Math.floor(num('subs', 1000, 2)),
     rate: num('rate', 1000, 1), seconds: num('seconds', 10, 1), fanoutSeconds: num('fanout-seconds', 5, 1),
     conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), rounds: Math.floor(num('rounds', 3, 1)),
-    json: o.get('json') ?? null,
+    gen, json: o.get('json') ?? null,
   };
 }
 
@@ -101,10 +108,46 @@ interface Result {
   delivered: number;
   expected: number;
   fanout_msgs_per_s: number;
+  /** % of a core per role over the latency window, then over the fan-out window. */
+  cpu_latency: Record<string, number>;
+  cpu_fanout: Record<string, number>;
+}
+
+/**
+ * Where the machine's CPU goes in a window, per role: each node's primary thread and its
+ * other threads (shards, libuv), the backend, the load generators, the publisher.
+ */
+class CpuProbe {
+  constructor(private readonly roles: [string, number[], 'all' | 'main' | 'others'][]) {}
+
+  take(): { t: number; us: Record<string, number> } {
+    const us: Record<string, number> = {};
+    for (const [role, pids, part] of this.roles) {
+      let sum = 0;
+      for (const pid of pids) {
+        if (part === 'all') { sum += processCpuUs(pid); continue; }
+        const main = threadCpuUs(pid, pid);
+        sum += part === 'main' ? main : processCpuUs(pid) - main;
+      }
+      us[role] = sum;
+    }
+    return { t: performance.now() * 1000, us };
+  }
+
+  static pct(a: { t: number; us: Record<string, number> }, b: { t: number; us: Record<string, number> }): Record<string, number> {
+    const out: Record<string, number> = {};
+    let total = 0;
+    for (const k of Object.keys(a.us)) {
+      out[k] = Math.round(((b.us[k] - a.us[k]) / (b.t - a.t)) * 1000) / 10;
+      total += out[k];
+    }
+    out.total = Math.round(total * 10) / 10;
+    return out;
+  }
 }
 
 const servers: RunningTarget[] = [];
-const backends: { stop(): Promise<void> }[] = [];
+const backends: { stop(): Promise<void>; readonly pid: number | null }[] = [];
 
 async function backendEnv(setup: Setup): Promise<Record<string, string>> {
   if (setup === 'redis') {
@@ -120,17 +163,41 @@ async function backendEnv(setup: Setup): Promise<Record<string, string>> {
   return {};
 }
 
-async function pool(port: number, subs: number): Promise<GenPool> {
+/** The subscribers of one node, in one generator process of either kind. */
+interface Subscribers {
+  readonly pids: number[];
+  snapshot(latency: boolean, reset: boolean): Promise<{ msgs: number; latency: Histogram | null }>;
+  drain(quietMs: number, maxMs: number): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+async function pool(gen: 'c' | 'node', port: number, subs: number): Promise<Subscribers> {
+  if (gen === 'c') {
+    const p = CGenPool.start({ host: '127.0.0.1', port, channel: 'lat0-0', connections: subs, procs: 1, concurrency: 100 });
+    try {
+      const c = await p.connect(30_000);
+      if (c.subsConfirmed !== subs) throw new Error(`${c.subsConfirmed} of ${subs} subscribers subscribed (${c.established} connected, ${c.failed} failed)`);
+    } catch (err) {
+      await p.close();
+      throw err;
+    }
+    return p;
+  }
   const p = await GenPool.start({
     host: '127.0.0.1', port, connections: subs, procs: 1, minProcs: 1, channels: { prefix: 'lat', perConn: 1, mod: 1 },
     latency: true, subscribeOnConnect: true, srcAddrs: [], concurrency: 100, socketsPerProc: subs,
   });
   const c = await p.connect(30_000);
   if (c.subsConfirmed !== subs) throw new Error(`${c.subsConfirmed} of ${subs} subscribers subscribed: ${JSON.stringify(c.errors)}`);
-  return p;
+  return {
+    pids: p.gens.map((g) => g.proc.pid).filter((x): x is number => typeof x === 'number'),
+    snapshot: (latency, reset) => p.snapshot(latency, reset),
+    drain: (q, m) => p.drain(q, m),
+    close: () => p.close(),
+  };
 }
 
-async function snap(pools: GenPool[], latency: boolean, reset: boolean): Promise<PoolSnapshot[]> {
+async function snap(pools: Subscribers[], latency: boolean, reset: boolean): Promise<{ msgs: number; latency: Histogram | null }[]> {
   return Promise.all(pools.map((p) => p.snapshot(latency, reset)));
 }
 
@@ -145,12 +212,21 @@ async function oneSetup(setup: Setup, o: Opts, tmpDir: string, round: number): P
     ports.push(port);
   }
   if (nodes === 2) await sleep(500); // the nodes' first heartbeats
-  const pools: GenPool[] = [];
+  const pools: Subscribers[] = [];
   let pub: Publisher | null = null;
   try {
     const split = ports.map((_, i) => Math.floor(o.subs / nodes) + (i < o.subs % nodes ? 1 : 0));
-    for (let i = 0; i < nodes; i++) pools.push(await pool(ports[i], split[i]));
+    for (let i = 0; i < nodes; i++) pools.push(await pool(o.gen, ports[i], split[i]));
     pub = await Publisher.start({ host: '127.0.0.1', port: ports[0], appId: APP.id, key: APP.key, secret: APP.secret, conns: o.conns, pipeline: 1, srcAddr: '127.0.0.1' });
+    const pids = (xs: { pid?: number | null }[]): number[] => xs.map((x) => x.pid).filter((p): p is number => typeof p === 'number');
+    const roles: [string, number[], 'all' | 'main' | 'others'][] = [];
+    servers.forEach((srv, i) => {
+      roles.push([`node${i} primary`, [srv.pid], 'main'], [`node${i} other threads`, [srv.pid], 'others']);
+    });
+    if (backends.length > 0) roles.push(['backend', pids(backends), 'all']);
+    roles.push(['generators', pools.flatMap((p) => p.pids), 'all']);
+    roles.push(['publisher', pids(pub.children.map((c) => c.proc)), 'all']);
+    const probe = new CpuProbe(roles);
     const run = { channelPrefix: 'lat0-', channelCount: 1, timestamp: true, payloadBytes: o.payload, event: 'bench' };
     // warm-up: JIT, connections, the backend path
     await pub.run({ ...run, rate: o.rate, maxDurationMs: 30_000 });
@@ -159,7 +235,9 @@ async function oneSetup(setup: Setup, o: Opts, tmpDir: string, round: number): P
     for (const p of pools) await p.drain(300, 5000);
     const before = (await snap(pools, true, true)).reduce((a, s) => a + s.msgs, 0);
     await pub.run({ ...run, rate: o.rate, maxDurationMs: o.seconds * 1000 + 30_000 });
+    const l0 = probe.take();
     await sleep(o.seconds * 1000);
+    const l1 = probe.take();
     const sent = await pub.stop();
     for (const p of pools) await p.drain(500, 10_000);
     const after = await snap(pools, true, false);
@@ -172,15 +250,18 @@ async function oneSetup(setup: Setup, o: Opts, tmpDir: string, round: number): P
     // fan-out: closed loop
     const f0 = (await snap(pools, false, false)).reduce((a, s) => a + s.msgs, 0);
     const t0 = Date.now();
+    const c0 = probe.take();
     await pub.run({ ...run, timestamp: false, rate: 0, maxDurationMs: o.fanoutSeconds * 1000 + 30_000 });
     await sleep(o.fanoutSeconds * 1000);
     const f1 = (await snap(pools, false, false)).reduce((a, s) => a + s.msgs, 0);
     const t1 = Date.now();
+    const c1 = probe.take();
     await pub.stop();
     return {
       round, setup, nodes, workers, subs: o.subs, rate: o.rate,
       p50_ms: lat.quantile(0.5) / 1000, p99_ms: lat.quantile(0.99) / 1000,
       delivered, expected, fanout_msgs_per_s: Math.round(((f1 - f0) / (t1 - t0)) * 1000),
+      cpu_latency: CpuProbe.pct(l0, l1), cpu_fanout: CpuProbe.pct(c0, c1),
     };
   } finally {
     await pub?.close();
@@ -201,6 +282,8 @@ async function main(): Promise<void> {
         const r = await oneSetup(setup, o, tmpDir, round);
         results.push(r);
         log(`${setup}: p50 ${r.p50_ms.toFixed(2)} ms, p99 ${r.p99_ms.toFixed(2)} ms, fan-out ${r.fanout_msgs_per_s} msgs/s`);
+        log(`  % of a core, latency window: ${JSON.stringify(r.cpu_latency)}`);
+        log(`  % of a core, fan-out window: ${JSON.stringify(r.cpu_fanout)}`);
         if (o.json) fs.appendFileSync(o.json, JSON.stringify(r) + '\n');
       }
     }

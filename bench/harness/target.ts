@@ -170,8 +170,17 @@ export function rssKb(pid: number): number {
 
 /** utime + stime of a process in µs (all its threads), NaN if it is gone. */
 export function processCpuUs(pid: number): number {
+  return statCpuUs(`/proc/${pid}/stat`);
+}
+
+/** utime + stime of one thread of a process in µs, NaN if it is gone. */
+export function threadCpuUs(pid: number, tid: number): number {
+  return statCpuUs(`/proc/${pid}/task/${tid}/stat`);
+}
+
+function statCpuUs(file: string): number {
   try {
-    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const s = fs.readFileSync(file, 'utf8');
     const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
     // fields after the name start at field 3 (state): utime is field 14, stime 15
     return (Number(f[11]) + Number(f[12])) * (1e6 / CLK_TCK);

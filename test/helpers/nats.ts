@@ -42,6 +42,11 @@ export class NatsServer {
     return `nats://127.0.0.1:${this.port}`;
   }
 
+  /** The server's pid while it runs (benchmarks read its CPU), else null. */
+  get pid(): number | null {
+    return this.proc?.pid ?? null;
+  }
+
   /** (Re)starts the server on the same port and waits until it accepts connections. */
   async resume(): Promise<void> {
     if (this.proc) return;

@@ -82,6 +82,11 @@ export class RedisServer {
     return this.proc !== null;
   }
 
+  /** The server's pid while it runs (benchmarks read its CPU), else null. */
+  get pid(): number | null {
+    return this.proc?.pid ?? null;
+  }
+
   /** (Re)starts the server on the same port and waits for PONG. */
   async resume(): Promise<void> {
     if (this.proc) return;

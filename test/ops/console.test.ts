@@ -85,6 +85,8 @@ t.test(`console in Chromium: log in, watch a pusher-js client, publish to it (wo
   await page.click('#login-submit');
   await page.waitForSelector('#main:not([hidden])');
   t.same(await page.$$eval('#app-select option', (os) => os.map((o) => (o as HTMLOptionElement).value)), ['app-id', 'other'], 'the token sees every app');
+  // the first state poll answers after the page is shown ('–' until then)
+  await page.waitForFunction(() => document.querySelector('#connections')?.textContent !== '–', undefined, { timeout: 10_000 });
   t.equal(await page.textContent('#connections'), '0');
 
   // The live log is on once an API event shows up in it (the shards heard of the watcher).
