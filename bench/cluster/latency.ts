@@ -8,9 +8,15 @@
 // two of --cluster-workers, by default half as many: both setups run the same number of
 // shard threads on the machine's cores, so the difference is the cluster's) and a fresh
 // backend (redis-server / nats-server on a free port). --subs subscribers of one channel,
-// all on the one node, or split evenly over the two nodes (raw WebSockets of the
-// harness's load generator). The API publisher sends to node A only, so half of the
-// two-node subscribers get each event through the backend.
+// all on the one node, or split evenly over the two nodes. The subscribers are raw
+// WebSockets of one C process (bench/harness/wsrecv.c, --gen c: connection i to node
+// i mod n, so the generator's own cost has the same shape with one node and with two);
+// --gen node uses the Node generator (loadgen.ts, one process per node, ~3× the CPU per
+// message). The API publisher sends to node A only, so half of the two-node subscribers
+// get each event through the backend.
+//
+// Each round also logs where the CPU went (% of one core, from /proc): each node's primary
+// thread and its other threads, the backend server, the generator and the publisher.
 //
 //  latency   --rate publishes/s for --seconds with the send time in the payload; the
 //            load generator records publish → delivery per message (p50 / p99).
@@ -55,6 +61,8 @@ const USAGE = `Usage: node dist/bench/cluster/latency.js [options]
   --payload N        bytes of each event's data                      [100]
   --gen c|node       subscribers' load generator: C (wsrecv.c, needs gcc) or
                      Node (loadgen.ts, ~3× the CPU per message)         [c]
+  --pace US          the C generator sleeps US µs after each round of reads
+                     in the fan-out window (0: reads at once)            [1000]
   --rounds N         rounds of every setup, interleaved              [3]
   --json FILE        also append the JSON lines to FILE
   --help`;
@@ -73,11 +81,12 @@ interface Opts {
   payload: number;
   rounds: number;
   gen: 'c' | 'node';
+  pace: number;
   json: string | null;
 }
 
 function parseArgs(argv: string[]): Opts {
-  const o = readOptions(argv, USAGE, ['setups', 'workers', 'cluster-workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'rounds', 'gen', 'json']);
+  const o = readOptions(argv, USAGE, ['setups', 'workers', 'cluster-workers', 'subs', 'rate', 'seconds', 'fanout-seconds', 'conns', 'payload', 'rounds', 'gen', 'pace', 'json']);
   const num = (k: string, def: number, min: number): number => o.num(k, def, min);
   const setups = (o.get('setups') ?? 'one,redis,nats').split(',').map((s) => s.trim()) as Setup[];
   for (const s of setups) if (!['one', 'redis', 'nats'].includes(s)) throw new Error(`--setups: "${s}" is not one, redis or nats`);
@@ -87,7 +96,7 @@ function parseArgs(argv: string[]): Opts {
     setups, workers: Math.floor(num('workers', 2, 1)), clusterWorkers: Math.floor(num('cluster-workers', Math.max(1, Math.floor(num('workers', 2, 1) / 2)), 1)), subs: Math.floor(num('subs', 1000, 2)),
     rate: num('rate', 1000, 1), seconds: num('seconds', 10, 1), fanoutSeconds: num('fanout-seconds', 5, 1),
     conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), rounds: Math.floor(num('rounds', 3, 1)),
-    gen, json: o.get('json') ?? null,
+    gen, pace: num('pace', 1000, 0), json: o.get('json') ?? null,
   };
 }
 
@@ -167,13 +176,20 @@ async function backendEnv(setup: Setup): Promise<Record<string, string>> {
 interface Subscribers {
   readonly pids: number[];
   snapshot(latency: boolean, reset: boolean): Promise<{ msgs: number; latency: Histogram | null }>;
+  /** The C generator batches its reads in the fan-out window (wsrecv.c "pace"); the Node one cannot. */
+  pace(us: number): Promise<void>;
   drain(quietMs: number, maxMs: number): Promise<unknown>;
   close(): Promise<void>;
 }
 
-async function pool(gen: 'c' | 'node', port: number, subs: number): Promise<Subscribers> {
+/**
+ * The subscribers, split evenly over the nodes' ports. The C generator is one process in
+ * every setup (connection i to node i mod n), so the generator's own cost per message is
+ * the same with one node and with two; the Node generator runs one process per node.
+ */
+async function subscribers(gen: 'c' | 'node', ports: number[], subs: number): Promise<Subscribers[]> {
   if (gen === 'c') {
-    const p = CGenPool.start({ host: '127.0.0.1', port, channel: 'lat0-0', connections: subs, procs: 1, concurrency: 100 });
+    const p = CGenPool.start({ host: '127.0.0.1', ports, channel: 'lat0-0', connections: subs, procs: 1, concurrency: 100 });
     try {
       const c = await p.connect(30_000);
       if (c.subsConfirmed !== subs) throw new Error(`${c.subsConfirmed} of ${subs} subscribers subscribed (${c.established} connected, ${c.failed} failed)`);
@@ -181,8 +197,21 @@ async function pool(gen: 'c' | 'node', port: number, subs: number): Promise<Subs
       await p.close();
       throw err;
     }
-    return p;
+    return [p];
   }
+  const out: Subscribers[] = [];
+  try {
+    for (let i = 0; i < ports.length; i++) {
+      out.push(await nodePool(ports[i], Math.floor(subs / ports.length) + (i < subs % ports.length ? 1 : 0)));
+    }
+  } catch (err) {
+    for (const p of out) await p.close();
+    throw err;
+  }
+  return out;
+}
+
+async function nodePool(port: number, subs: number): Promise<Subscribers> {
   const p = await GenPool.start({
     host: '127.0.0.1', port, connections: subs, procs: 1, minProcs: 1, channels: { prefix: 'lat', perConn: 1, mod: 1 },
     latency: true, subscribeOnConnect: true, srcAddrs: [], concurrency: 100, socketsPerProc: subs,
@@ -192,6 +221,7 @@ async function pool(gen: 'c' | 'node', port: number, subs: number): Promise<Subs
   return {
     pids: p.gens.map((g) => g.proc.pid).filter((x): x is number => typeof x === 'number'),
     snapshot: (latency, reset) => p.snapshot(latency, reset),
+    pace: async () => {},
     drain: (q, m) => p.drain(q, m),
     close: () => p.close(),
   };
@@ -215,8 +245,7 @@ async function oneSetup(setup: Setup, o: Opts, tmpDir: string, round: number): P
   const pools: Subscribers[] = [];
   let pub: Publisher | null = null;
   try {
-    const split = ports.map((_, i) => Math.floor(o.subs / nodes) + (i < o.subs % nodes ? 1 : 0));
-    for (let i = 0; i < nodes; i++) pools.push(await pool(o.gen, ports[i], split[i]));
+    pools.push(...await subscribers(o.gen, ports, o.subs));
     pub = await Publisher.start({ host: '127.0.0.1', port: ports[0], appId: APP.id, key: APP.key, secret: APP.secret, conns: o.conns, pipeline: 1, srcAddr: '127.0.0.1' });
     const pids = (xs: { pid?: number | null }[]): number[] => xs.map((x) => x.pid).filter((p): p is number => typeof p === 'number');
     const roles: [string, number[], 'all' | 'main' | 'others'][] = [];
@@ -248,6 +277,7 @@ async function oneSetup(setup: Setup, o: Opts, tmpDir: string, round: number): P
     if (delivered < expected) throw new Error(`${setup}: ${expected - delivered} of ${expected} deliveries missing`);
 
     // fan-out: closed loop
+    for (const p of pools) await p.pace(o.pace);
     const f0 = (await snap(pools, false, false)).reduce((a, s) => a + s.msgs, 0);
     const t0 = Date.now();
     const c0 = probe.take();

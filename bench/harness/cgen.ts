@@ -88,15 +88,18 @@ export class CGenPool {
     return this.procs.map((p) => p.proc.pid).filter((p): p is number => typeof p === 'number');
   }
 
-  /** `connections` subscribers of `channel` over `procs` processes (not connected yet). */
-  static start(o: { host: string; port: number; channel: string; connections: number; procs: number; concurrency: number }): CGenPool {
+  /**
+   * `connections` subscribers of `channel` over `procs` processes (not connected yet);
+   * with several ports, connection i of each process goes to ports[i % ports.length].
+   */
+  static start(o: { host: string; ports: number[]; channel: string; connections: number; procs: number; concurrency: number }): CGenPool {
     const bin = wsrecvBinary();
     const n = Math.max(1, Math.min(o.procs, o.connections));
     const upgradePath = `/app/${APP.key}?protocol=7&client=js&version=8.4.0&flash=false`;
     const procs: Proc[] = [];
     for (let i = 0; i < n; i++) {
       const count = Math.floor(o.connections / n) + (i < o.connections % n ? 1 : 0);
-      procs.push(new Proc(bin, [o.host, String(o.port), upgradePath, o.channel, String(count), String(o.concurrency)]));
+      procs.push(new Proc(bin, [o.host, o.ports.join(','), upgradePath, o.channel, String(count), String(o.concurrency)]));
     }
     return new CGenPool(procs, o.connections);
   }
@@ -141,6 +144,11 @@ export class CGenPool {
       if (Date.now() - stableSince >= quietMs) break;
     }
     return last;
+  }
+
+  /** Sleep paceUs after each round of reads (0: read as soon as bytes arrive); see wsrecv.c. */
+  async pace(paceUs: number): Promise<void> {
+    await Promise.all(this.procs.map((p) => p.ask(`pace ${Math.max(0, Math.round(paceUs))}`, 10_000)));
   }
 
   async close(): Promise<void> {

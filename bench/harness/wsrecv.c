@@ -3,9 +3,10 @@
 // deliveries per second took ~0.7 of a core in the Node generator, loadgen.ts, on a
 // 2-core machine that also runs the servers). Driven by bench/harness/cgen.ts.
 //
-//   wsrecv HOST PORT PATH CHANNEL COUNT CONCURRENCY
+//   wsrecv HOST PORT[,PORT…] PATH CHANNEL COUNT CONCURRENCY
 //
-// It opens COUNT connections (at most CONCURRENCY upgrades in flight), sends one
+// It opens COUNT connections (at most CONCURRENCY upgrades in flight; connection i to
+// the (i mod n)-th PORT, so one process can hold the subscribers of several nodes), sends one
 // pusher:subscribe to CHANNEL after each pusher:connection_established, then counts
 // messages and records their end-to-end latency: the digits after the first '@' of a
 // message are the publisher's send time in µs of CLOCK_MONOTONIC (bench/harness/
@@ -24,6 +25,12 @@
 //   snapshot L R       {"msgs":…,"bytes":…,"t":µs,"cpuUs":…,"closedAfterOpen":…,"errors":{…}
 //                      [,"latency":{"buckets":[b,n,…],"max":…,"min":…,"sum":…}]}
 //                      L=1 adds the latency histogram, R=1 then resets it
+//   pace US            from now on, sleeps US µs after each round of reads (0: never), so
+//                      that each read takes in ~US µs of a socket's messages at once: at
+//                      1,000 × 1,000+ messages/s a read per message costs this process
+//                      more than the server spends sending it (the throughput windows
+//                      pace; the latency window does not, so no message waits on it):
+//                      {"pace":US}
 //   close              closes every socket and exits
 // EOF on stdin (the orchestrator went away) exits too.
 
@@ -93,7 +100,9 @@ typedef struct {
 
 static Conn *conns;
 static int count, concurrency, launched, in_flight;
-static struct sockaddr_in addr;
+#define MAX_PORTS 16
+static struct sockaddr_in addrs[MAX_PORTS];
+static int nports;
 static char upgrade[1024];
 static size_t upgrade_len;
 static char sub_frame[512];
@@ -104,6 +113,7 @@ static uint64_t msgs, bytes_in;
 static int established, failed, closed_after_open, subs_confirmed, subs_failed;
 static uint64_t err_close, err_http, err_write, err_conn, err_pusher, pusher_pings, ws_pings;
 static int closing;
+static long pace_us;
 
 // connect waiter
 static int waiting_connect;
@@ -170,7 +180,8 @@ static void open_conn(int i) {
   c->connecting = 1;
   struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP, .data.u32 = (uint32_t)i};
   epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
-  if (connect(c->fd, (struct sockaddr *)&addr, sizeof addr) < 0 && errno != EINPROGRESS) {
+  const struct sockaddr_in *addr = &addrs[i % nports];
+  if (connect(c->fd, (const struct sockaddr *)addr, sizeof *addr) < 0 && errno != EINPROGRESS) {
     err_conn++;
     close_conn(c, 1);
   }
@@ -405,6 +416,11 @@ static void on_command(char *line) {
     int l = 0, r = 0;
     sscanf(line + 9, "%d %d", &l, &r);
     snapshot(l, r);
+  } else if (strncmp(line, "pace ", 5) == 0) {
+    pace_us = atol(line + 5);
+    if (pace_us < 0) pace_us = 0;
+    printf("{\"pace\":%ld}\n", pace_us);
+    fflush(stdout);
   } else if (strcmp(line, "close") == 0) {
     closing = 1;
     for (int i = 0; i < launched; i++) close_conn(&conns[i], 0);
@@ -438,22 +454,37 @@ static void on_stdin(void) {
 
 int main(int argc, char **argv) {
   if (argc != 7) {
-    fprintf(stderr, "usage: wsrecv HOST PORT PATH CHANNEL COUNT CONCURRENCY\n");
+    fprintf(stderr, "usage: wsrecv HOST PORT[,PORT…] PATH CHANNEL COUNT CONCURRENCY\n");
     return 2;
   }
   const char *host = argv[1];
-  int port = atoi(argv[2]);
   count = atoi(argv[5]);
   concurrency = atoi(argv[6]);
-  if (port <= 0 || port > 65535 || count <= 0 || concurrency <= 0) {
-    fprintf(stderr, "wsrecv: PORT, COUNT and CONCURRENCY must be positive (PORT ≤ 65535)\n");
+  if (count <= 0 || concurrency <= 0) {
+    fprintf(stderr, "wsrecv: COUNT and CONCURRENCY must be positive\n");
     return 2;
   }
-  memset(&addr, 0, sizeof addr);
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons((uint16_t)port);
-  if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-    fprintf(stderr, "wsrecv: HOST must be an IPv4 address, not \"%s\"\n", host);
+  int port = 0;
+  for (char *p = argv[2]; *p;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v <= 0 || v > 65535 || (*end != ',' && *end != 0) || nports == MAX_PORTS) {
+      fprintf(stderr, "wsrecv: PORT must be a list of at most %d ports (1-65535) separated by commas, not \"%s\"\n", MAX_PORTS, argv[2]);
+      return 2;
+    }
+    struct sockaddr_in *a = &addrs[nports++];
+    memset(a, 0, sizeof *a);
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)v);
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1) {
+      fprintf(stderr, "wsrecv: HOST must be an IPv4 address, not \"%s\"\n", host);
+      return 2;
+    }
+    if (port == 0) port = (int)v;  // the Host header names the first
+    p = *end == ',' ? end + 1 : end;
+  }
+  if (nports == 0) {
+    fprintf(stderr, "wsrecv: no PORT given\n");
     return 2;
   }
   int ul = snprintf(upgrade, sizeof upgrade,
@@ -490,5 +521,9 @@ int main(int argc, char **argv) {
       else on_event(&conns[evs[i].data.u32], evs[i].events);
     }
     check_connect();
+    if (pace_us > 0 && n > 0) {
+      struct timespec ts = {.tv_sec = pace_us / 1000000, .tv_nsec = (pace_us % 1000000) * 1000};
+      nanosleep(&ts, NULL);
+    }
   }
 }
