@@ -59,8 +59,8 @@ bench-shards: build
 	$(NODE) dist/bench/shards/cpu-per-publish.js
 
 # Two nodes through Redis and through NATS against one node: latency at 1,000 publishes/s
-# to 1,000 subscribers split over the nodes, and closed-loop fan-out; 3 rounds (~6 min).
-bench-cluster: build deps
+# to 1,000 subscribers split over the nodes, and closed-loop fan-out; 5 rounds (~5 min).
+bench-cluster: build deps bench-deps
 	$(NODE) dist/bench/cluster/latency.js
 
 clean:

@@ -63,7 +63,7 @@ const USAGE = `Usage: node dist/bench/cluster/latency.js [options]
                      Node (loadgen.ts, ~3× the CPU per message)         [c]
   --pace US          the C generator sleeps US µs after each round of reads
                      in the fan-out window (0: reads at once)            [1000]
-  --rounds N         rounds of every setup, interleaved              [3]
+  --rounds N         rounds of every setup, interleaved              [5]
   --json FILE        also append the JSON lines to FILE
   --help`;
 
@@ -95,7 +95,7 @@ function parseArgs(argv: string[]): Opts {
   return {
     setups, workers: Math.floor(num('workers', 2, 1)), clusterWorkers: Math.floor(num('cluster-workers', Math.max(1, Math.floor(num('workers', 2, 1) / 2)), 1)), subs: Math.floor(num('subs', 1000, 2)),
     rate: num('rate', 1000, 1), seconds: num('seconds', 10, 1), fanoutSeconds: num('fanout-seconds', 5, 1),
-    conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), rounds: Math.floor(num('rounds', 3, 1)),
+    conns: Math.floor(num('conns', 8, 1)), payload: Math.floor(num('payload', 100, 30)), rounds: Math.floor(num('rounds', 5, 1)),
     gen, pace: num('pace', 1000, 0), json: o.get('json') ?? null,
   };
 }
