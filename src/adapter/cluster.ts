@@ -57,6 +57,11 @@ export interface ClusterNode {
    * place in the order every node sees the control subject in (adapter/presence.ts).
    */
   onEcho(fn: (msg: PeerMsg) => void): void;
+  /**
+   * Whether `node`'s heartbeat named another wire version (or none): the layers with
+   * subjects of their own (delta/coord.ts) drop its messages as this one does.
+   */
+  foreign(node: string): boolean;
   /** Whether the backend is reachable now. */
   isUp(): boolean;
   /** Called when stop() begins (the layers above stop their timers). */
@@ -317,6 +322,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     onEcho(fn) {
       echoListeners.push(fn);
     },
+    foreign: (node) => foreign.has(node),
     isUp: () => tx.isUp(),
     onStop(fn) {
       stopListeners.push(fn);

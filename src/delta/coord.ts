@@ -34,6 +34,10 @@
 //     numbering restarts (a position not after the base goes full: streams.ts rule 4).
 //  4. The coordinator forgets a stream's counter after max_state_age_secs without a
 //     message, like the sequencers forget the stream itself.
+//  5. Records and requests of a node that speaks another cluster wire version
+//     (adapter/wire.ts WIRE_VERSION; the cluster learns it from its heartbeat) are
+//     dropped and counted in adapter_errors_total, as the cluster drops its other
+//     messages: such a node is not a member, so it is never the coordinator either.
 
 import type { Logger } from 'pino';
 import type { ClusterNode, Transport } from '../adapter';
@@ -180,8 +184,16 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
     feed(local);
   }
 
+  /** Rule 5: a message of a node of another wire version (counted, not read further). */
+  function alien(r: Wire): boolean {
+    if (typeof r.o === 'string' && !node.foreign(r.o)) return false;
+    metrics.inc('adapter_errors_total');
+    return true;
+  }
+
   function onRecord(buf: Uint8Array): void {
     const r = JSON.parse(dec.decode(buf)) as Wire;
+    if (alien(r)) return;
     if (r.o === node.id) {
       const timer = pending.get(r.i);
       if (timer === undefined) return; // decided locally already (rule 2)
@@ -215,6 +227,7 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
 
   function onRequest(buf: Uint8Array): void {
     const r = JSON.parse(dec.decode(buf)) as Wire;
+    if (alien(r)) return;
     // the node the origin chose answers, whatever its own view (two nodes never both
     // answer while their views of the cluster differ)
     if (r.to === node.id) stamp(r);
