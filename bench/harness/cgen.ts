@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { Histogram } from './histogram';
-import { sleep } from './load';
+import { drainQuiet, sleep } from './load';
 import { track } from './procs';
 import { APP } from './target';
 
@@ -133,17 +133,7 @@ export class CGenPool {
 
   /** Waits until no new message arrived for quietMs (at most maxMs); returns the last snapshot. */
   async drain(quietMs: number, maxMs: number): Promise<CPoolSnapshot> {
-    const until = Date.now() + maxMs;
-    let last = await this.snapshot();
-    let stableSince = Date.now();
-    while (Date.now() < until) {
-      await sleep(100);
-      const s = await this.snapshot();
-      if (s.msgs !== last.msgs) stableSince = Date.now();
-      last = s;
-      if (Date.now() - stableSince >= quietMs) break;
-    }
-    return last;
+    return drainQuiet(() => this.snapshot(), quietMs, maxMs);
   }
 
   /** Sleep paceUs after each round of reads (0: read as soon as bytes arrive); see wsrecv.c. */

@@ -131,17 +131,7 @@ export class GenPool {
 
   /** Waits until no new message arrived for quietMs (at most maxMs); returns the last snapshot. */
   async drain(quietMs: number, maxMs: number): Promise<PoolSnapshot> {
-    const until = Date.now() + maxMs;
-    let last = await this.snapshot();
-    let stableSince = Date.now();
-    while (Date.now() < until) {
-      await sleep(100);
-      const s = await this.snapshot();
-      if (s.msgs !== last.msgs) stableSince = Date.now();
-      last = s;
-      if (Date.now() - stableSince >= quietMs) break;
-    }
-    return last;
+    return drainQuiet(() => this.snapshot(), quietMs, maxMs);
   }
 
   async close(): Promise<void> {
@@ -221,4 +211,19 @@ function mergePubStats(list: PubStats[]): PubStats {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Snapshots every 100 ms until no new message arrived for quietMs (at most maxMs); returns the last. */
+export async function drainQuiet<S extends { msgs: number }>(snapshot: () => Promise<S>, quietMs: number, maxMs: number): Promise<S> {
+  const until = Date.now() + maxMs;
+  let last = await snapshot();
+  let stableSince = Date.now();
+  while (Date.now() < until) {
+    await sleep(100);
+    const s = await snapshot();
+    if (s.msgs !== last.msgs) stableSince = Date.now();
+    last = s;
+    if (Date.now() - stableSince >= quietMs) break;
+  }
+  return last;
 }

@@ -2,14 +2,11 @@
 // teardown. nats-server missing is a FAILURE with a clear message, never a skip:
 // `make test` installs it (scripts/deps.sh).
 
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { freePort } from './net';
+import { killServer, spawnServer } from './procs';
 
-const live = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const c of live) c.kill('SIGKILL');
-});
 
 function requireNatsBinary(): void {
   const r = spawnSync('nats-server', ['--version'], { encoding: 'utf8' });
@@ -50,9 +47,7 @@ export class NatsServer {
   /** (Re)starts the server on the same port and waits until it accepts connections. */
   async resume(): Promise<void> {
     if (this.proc) return;
-    const proc = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(this.port)], { stdio: 'ignore' });
-    live.add(proc);
-    proc.once('exit', () => live.delete(proc));
+    const proc = spawnServer('nats-server', ['-a', '127.0.0.1', '-p', String(this.port)]);
     this.proc = proc;
     const end = Date.now() + 10_000;
     while (!(await portOpen(this.port))) {
@@ -64,13 +59,8 @@ export class NatsServer {
   /** SIGKILL (an outage) and wait for the exit. */
   async kill(): Promise<void> {
     const proc = this.proc;
-    if (!proc) return;
     this.proc = null;
-    if (proc.exitCode === null && proc.signalCode === null) {
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGKILL');
-      await exited;
-    }
+    await killServer(proc);
   }
 
   stop(): Promise<void> {

@@ -3,17 +3,14 @@
 // built with `redis-cli --cluster create`. redis-server missing is a FAILURE with a
 // clear message, never a skip: `make test` installs it (scripts/deps.sh).
 
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from './net';
+import { killServer, spawnServer } from './procs';
 
-const live = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const c of live) c.kill('SIGKILL');
-});
 
 /** Throws (the test fails) when the binaries are missing. */
 export function requireRedisBinaries(): void {
@@ -90,26 +87,18 @@ export class RedisServer {
   /** (Re)starts the server on the same port and waits for PONG. */
   async resume(): Promise<void> {
     if (this.proc) return;
-    const proc = spawn('redis-server', [
+    this.proc = spawnServer('redis-server', [
       '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
       '--dir', this.dir, '--logfile', path.join(this.dir, `redis-${this.port}.log`), ...this.extra,
-    ], { stdio: 'ignore' });
-    live.add(proc);
-    proc.once('exit', () => live.delete(proc));
-    this.proc = proc;
+    ]);
     await until(`redis-server on port ${this.port}`, async () => (await redisCommand(this.port, 'PING')).startsWith('+PONG'));
   }
 
   /** Kills the server (SIGKILL: an outage, not a clean shutdown) and waits for its exit. */
   async kill(): Promise<void> {
     const proc = this.proc;
-    if (!proc) return;
     this.proc = null;
-    if (proc.exitCode === null && proc.signalCode === null) {
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGKILL');
-      await exited;
-    }
+    await killServer(proc);
   }
 
   /**
@@ -200,9 +189,7 @@ export class RedisSentinelSet {
       `sentinel down-after-milliseconds ${RedisSentinelSet.NAME} 1000`,
       `sentinel failover-timeout ${RedisSentinelSet.NAME} 5000`,
     ].join('\n') + '\n');
-    const proc = spawn('redis-sentinel', [conf], { stdio: 'ignore' });
-    live.add(proc);
-    proc.once('exit', () => live.delete(proc));
+    const proc = spawnServer('redis-sentinel', [conf]);
     this.sentinel = proc;
     await until(`redis-sentinel on ${this.sentinelPort}`, async () =>
       (await redisCommand(this.sentinelPort, `SENTINEL get-master-addr-by-name ${RedisSentinelSet.NAME}`)).includes(String(this.master.port)));
