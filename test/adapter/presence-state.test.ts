@@ -1,7 +1,7 @@
 // The whole-state `sync` messages of presence across nodes (adapter/presence.ts), without
-// a backend: two nodes' presence layers joined by a function call in place of the ctl
-// subject (in order, like a backend), their shards' control messages recorded and their
-// `local_presence` answered from a table. A shard's state goes in parts; the last part
+// a backend: two nodes' presence layers on stand-in cluster nodes (stand-in-cluster.ts),
+// their shards' control messages recorded and their `local_presence` answered from a
+// table. A shard's state goes in parts; the last part
 // removes what the sender no longer has in that shard's channels (and only there); a node
 // whose backend comes back sends its state to all and each answers with its own.
 // The real paths (two processes, real backends) are in presence-outage.test.ts.
@@ -10,9 +10,10 @@ import pino from 'pino';
 import t from 'tap';
 import type { ControlMsg } from '../../src/bus/messages';
 import { ownerOf } from '../../src/channels/owner';
-import type { ClusterNode, PeerMsg } from '../../src/adapter/cluster';
+import type { PeerMsg } from '../../src/adapter/cluster';
 import { COUNTS_PER_SYNC, MEMBERS_PER_SYNC, startClusterPresence, syncParts, type ClusterPresence } from '../../src/adapter/presence';
 import type { ChannelCount } from '../../src/adapter/wire';
+import { standInPair } from './stand-in-cluster';
 
 const SHARDS = 2;
 type Member = [app: string, channel: string, userId: unknown, userInfo: unknown];
@@ -35,26 +36,9 @@ interface Node {
 const link = { down: false };
 
 function pair(perMessage: number): [Node, Node] {
-  const nodes: Node[] = [];
-  const peers: ((msg: PeerMsg) => void)[][] = [[], []];
-  for (const [i, id] of ['node-a', 'node-b'].entries()) {
-    const joinedFns: ((node: string) => void)[] = [];
+  const nodes = standInPair(link).map((n) => {
     let backend: (up: boolean) => void = () => undefined;
-    const node = { told: [] as string[], members: [] as Member[], counts: [] as ChannelCount[], sent: [] as PeerMsg[] } as Node;
-    const cluster = {
-      id,
-      broadcast: (msg: PeerMsg) => {
-        if (link.down) return false;
-        node.sent.push(msg);
-        for (const fn of peers[1 - i]) fn(msg);
-        return true;
-      },
-      onPeerMsg: (fn: (msg: PeerMsg) => void) => peers[i].push(fn),
-      onEcho: () => undefined,
-      onNodeJoined: (fn: (node: string) => void) => joinedFns.push(fn),
-      onNodeGone: () => undefined,
-      nodes: () => ['node-a', 'node-b'],
-    } as unknown as ClusterNode;
+    const node = { told: [] as string[], members: [] as Member[], counts: [] as ChannelCount[], sent: n.sent, joined: n.joined, inject: n.inject } as Node;
     const bus = {
       control: (_to: number, msg: ControlMsg) => {
         if (msg.type === 'remote_member') node.told.push(`${msg.node} ${msg.op} ${msg.channel} ${String(msg.userId)}`);
@@ -65,12 +49,10 @@ function pair(perMessage: number): [Node, Node] {
         counts: node.counts.filter(([app, channel]) => ownerOf(app, channel, SHARDS) === to),
       } as T),
     };
-    node.p = startClusterPresence({ cluster, bus, shards: SHARDS, log: pino({ level: 'silent' }), webhook: null, onBackendState: (fn) => { backend = fn; }, membersPerSync: perMessage });
-    node.joined = (n) => { for (const fn of joinedFns) fn(n); };
+    node.p = startClusterPresence({ cluster: n.cluster, bus, shards: SHARDS, log: pino({ level: 'silent' }), webhook: null, onBackendState: (fn) => { backend = fn; }, membersPerSync: perMessage });
     node.backendUp = () => backend(true);
-    node.inject = (msg) => { for (const fn of peers[i]) fn(msg); };
-    nodes.push(node);
-  }
+    return node;
+  });
   t.teardown(() => { for (const n of nodes) n.p.stop(); });
   return [nodes[0], nodes[1]];
 }

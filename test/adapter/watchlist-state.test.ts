@@ -1,15 +1,16 @@
 // The whole-state messages of watchlists across nodes (adapter/watchlist.ts), without a
-// backend: two nodes' watchlist layers joined by a function call in place of the ctl
-// subject (in order, like a backend), their shards' control messages recorded. A node's
-// state goes in parts; the last part takes offline what the sender no longer has; a
-// node whose backend comes back sends its state to all and each answers with its own.
+// backend: two nodes' watchlist layers on stand-in cluster nodes (stand-in-cluster.ts),
+// their shards' control messages recorded. A node's state goes in parts; the last part
+// takes offline what the sender no longer has; a node whose backend comes back sends
+// its state to all and each answers with its own.
 // The real paths (two processes, real backends) are in watchlist.test.ts.
 
 import pino from 'pino';
 import t from 'tap';
 import type { ControlMsg } from '../../src/bus/messages';
-import type { ClusterNode, PeerMsg } from '../../src/adapter/cluster';
+import type { PeerMsg } from '../../src/adapter/cluster';
 import { startClusterWatchlists, type ClusterWatchlists } from '../../src/adapter/watchlist';
+import { standInPair } from './stand-in-cluster';
 
 interface Node {
   w: ClusterWatchlists;
@@ -24,33 +25,17 @@ interface Node {
 const link = { down: false };
 
 function pair(perMessage: number): [Node, Node] {
-  const nodes: Node[] = [];
-  const peers: ((msg: PeerMsg) => void)[][] = [[], []];
-  for (const [i, id] of ['node-a', 'node-b'].entries()) {
-    const joinedFns: ((node: string) => void)[] = [];
+  const nodes = standInPair(link).map((n) => {
     let backend: (up: boolean) => void = () => undefined;
-    const sent: PeerMsg[] = [];
-    const cluster = {
-      id,
-      broadcast: (msg: PeerMsg) => {
-        if (link.down) return false;
-        sent.push(msg);
-        for (const fn of peers[1 - i]) fn(msg);
-        return true;
-      },
-      onPeerMsg: (fn: (msg: PeerMsg) => void) => peers[i].push(fn),
-      onNodeJoined: (fn: (node: string) => void) => joinedFns.push(fn),
-      onNodeGone: () => undefined,
-    } as unknown as ClusterNode;
     const told: string[] = [];
     const bus = {
       control: (_to: number, msg: ControlMsg) => {
         if (msg.type === 'remote_user') told.push(`${msg.node} ${msg.op} ${msg.userId}`);
       },
     };
-    const w = startClusterWatchlists({ cluster, bus, shards: 2, log: pino({ level: 'silent' }), onBackendState: (fn) => { backend = fn; }, usersPerMessage: perMessage });
-    nodes.push({ w, told, sent, joined: (n) => { for (const fn of joinedFns) fn(n); }, backendUp: () => backend(true) });
-  }
+    const w = startClusterWatchlists({ cluster: n.cluster, bus, shards: 2, log: pino({ level: 'silent' }), onBackendState: (fn) => { backend = fn; }, usersPerMessage: perMessage });
+    return { w, told, sent: n.sent, joined: n.joined, backendUp: () => backend(true) };
+  });
   return [nodes[0], nodes[1]];
 }
 
