@@ -14,6 +14,7 @@
 
 import { Cluster, Redis } from 'ioredis';
 import type { Config, RedisConfig } from '../config/types';
+import { redisTarget, redisWhere } from '../config/redis';
 import { StateCell, withTimeout, type Transport, type TransportName } from './transport';
 
 const CONNECT_TIMEOUT_MS = 2000;
@@ -102,14 +103,8 @@ export interface RedisRole {
 
 /** A client for one Redis or a Sentinel-managed master, from `database.redis`. */
 export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
-  const sentinel = cfg.sentinels.length > 0;
   return new Redis({
-    ...(sentinel
-      ? { sentinels: cfg.sentinels, name: cfg.name, sentinelPassword: cfg.sentinel_password ?? undefined }
-      : { host: cfg.host, port: cfg.port }),
-    username: cfg.username ?? undefined,
-    password: cfg.password ?? undefined,
-    db: cfg.db,
+    ...redisTarget(cfg),
     enableOfflineQueue: role.queue,
     connectTimeout: CONNECT_TIMEOUT_MS,
     ...(role.commandTimeoutMs ? { commandTimeout: role.commandTimeoutMs } : {}),
@@ -154,12 +149,6 @@ export function whenReady(client: Redis | Cluster, timeoutMs: number, unreachabl
     }, timeoutMs);
     client.once('ready', onReady);
   });
-}
-
-export function redisWhere(cfg: RedisConfig): string {
-  return cfg.sentinels.length > 0
-    ? `sentinel master ${cfg.name} (${cfg.sentinels.map((s) => `${s.host}:${s.port}`).join(', ')})`
-    : `${cfg.host}:${cfg.port}`;
 }
 
 export function createRedisTransport(cfg: RedisConfig): Transport {

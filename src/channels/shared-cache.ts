@@ -37,7 +37,8 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { redisClient, redisClusterClient, redisClusterWhere, redisWhere, whenReady } from '../adapter/redis';
+import { redisClient, redisClusterClient, redisClusterWhere, whenReady } from '../adapter/redis';
+import { redisWhere } from '../config/redis';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { CacheStore, type CachedMessage } from './cache';

@@ -25,6 +25,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisConfig } from '../config/types';
+import { redisTarget } from '../config/redis';
 import type { MetricsSink } from '../metrics/types';
 import type { Deliverer } from './deliver';
 import type { WebhookQueue } from './queue';
@@ -52,14 +53,8 @@ redis.call('SREM', KEYS[4], ARGV[1])
 return n`;
 
 export function redisOptions(cfg: RedisConfig, name: string): RedisOptions {
-  const sentinel = cfg.sentinels.length > 0;
   return {
-    ...(sentinel
-      ? { sentinels: cfg.sentinels, name: cfg.name, sentinelPassword: cfg.sentinel_password ?? undefined }
-      : { host: cfg.host, port: cfg.port }),
-    username: cfg.username ?? undefined,
-    password: cfg.password ?? undefined,
-    db: cfg.db,
+    ...redisTarget(cfg),
     connectTimeout: 2000,
     maxRetriesPerRequest: null, // commands wait for a reconnect rather than fail
     retryStrategy: (times) => Math.min(50 * times, 1000),
