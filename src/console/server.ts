@@ -14,12 +14,12 @@
 
 import { readFileSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type net from 'node:net';
 import path from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { ChannelDirectory } from '../channels/directory';
 import type { AppConfig } from '../config/types';
+import { listenHttp } from '../listeners/http';
 import { isPresence, validateChannelName, validateEventName } from '../protocol/channels';
 import { frame } from '../protocol/frames';
 import { grantOf, visible, type Grant } from './auth';
@@ -184,24 +184,8 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
     });
   });
 
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(deps.port, deps.host, () => {
-      server.off('error', reject);
-      server.on('error', (err) => deps.log.error({ err }, 'console listener error'));
-      const { port } = server.address() as net.AddressInfo;
-      let closing: Promise<void> | null = null;
-      resolve({
-        port,
-        close() {
-          closing ??= new Promise<void>((done) => {
-            hub.close();
-            server.close(() => done());
-            server.closeAllConnections();
-          });
-          return closing;
-        },
-      });
-    });
+  return listenHttp(server, deps.port, deps.host, {
+    onError: (err) => deps.log.error({ err }, 'console listener error'),
+    beforeClose: () => hub.close(),
   });
 }

@@ -5,6 +5,7 @@
 
 import http from 'node:http';
 import type { Config } from '../config/types';
+import { listenHttp } from './http';
 
 export interface RedirectServer {
   readonly port: number;
@@ -31,18 +32,5 @@ export function startRedirectServer(config: Config, httpsPort: number): Promise<
     res.writeHead(301, { Location: location, 'Content-Type': 'text/plain', Connection: 'close' });
     res.end(`Moved permanently to ${location}\n`);
   });
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.ssl.http_port, config.host, () => {
-      server.off('error', reject);
-      const { port } = server.address() as { port: number };
-      resolve({
-        port,
-        close: () => new Promise<void>((done) => {
-          server.close(() => done());
-          server.closeAllConnections();
-        }),
-      });
-    });
-  });
+  return listenHttp(server, config.ssl.http_port, config.host);
 }

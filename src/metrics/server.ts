@@ -6,10 +6,10 @@
 // A shard that does not answer within `shardTimeoutMs` is left out (warning logged).
 
 import http from 'node:http';
-import type net from 'node:net';
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { AggregatorRegistry, Registry, collectDefaultMetrics } from 'prom-client';
+import { listenHttp } from '../listeners/http';
 import type { MetricsJson, PromMetrics } from './registry';
 
 export interface MetricsServer {
@@ -102,23 +102,5 @@ export function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsS
       res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('metrics scrape failed\n');
     });
   });
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
-      server.on('error', (err) => opts.log.error({ err }, 'metrics listener error'));
-      const { port } = server.address() as net.AddressInfo;
-      let closing: Promise<void> | null = null;
-      resolve({
-        port,
-        close() {
-          closing ??= new Promise<void>((done) => {
-            server.close(() => done());
-            server.closeAllConnections();
-          });
-          return closing;
-        },
-      });
-    });
-  });
+  return listenHttp(server, opts.port, opts.host, { onError: (err) => opts.log.error({ err }, 'metrics listener error') });
 }
