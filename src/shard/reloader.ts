@@ -9,7 +9,7 @@ import { deepFreeze, loadConfig } from '../config';
 import { assertSupported } from '../config/support';
 import type { AppConfig, Config } from '../config/types';
 import type { PrimaryCommand, ShardEvent } from './init';
-import type { ShardHandle } from './spawn';
+import { eventOf, type ShardHandle } from './spawn';
 
 export interface ReloadResult extends Omit<ReloadPlan, 'apps' | 'slots'> {
   /** Connections closed (removed or disabled apps), over every shard. */
@@ -25,19 +25,8 @@ export interface ReloadBase {
 /** A shard that does not answer within this is logged; the reload goes on without waiting. */
 const APPLY_TIMEOUT_MS = 5000;
 
-function applied(h: ShardHandle, ms: number): Promise<Extract<ShardEvent, { type: 'apps_applied' }> | null> {
-  return new Promise((resolve) => {
-    const on = (e: ShardEvent) => { if (e.type === 'apps_applied') done(e); };
-    const done = (v: Extract<ShardEvent, { type: 'apps_applied' }> | null) => {
-      clearTimeout(timer);
-      h.worker.off('message', on);
-      resolve(v);
-    };
-    const timer = setTimeout(() => done(null), ms);
-    h.worker.on('message', on);
-    void h.exited.then(() => done(null));
-  });
-}
+type Applied = Extract<ShardEvent, { type: 'apps_applied' }>;
+const isApplied = (e: ShardEvent): e is Applied => e.type === 'apps_applied';
 
 export interface Reloader {
   /** The config in force: the start's, with the apps of the last reload. */
@@ -59,7 +48,7 @@ export function createReloader(start: Config, base: ReloadBase, handles: () => r
     base.appSlots = plan.slots;
     config = deepFreeze({ ...config, apps: plan.apps });
     const answers = await Promise.all(handles().map((h) => {
-      const a = applied(h, APPLY_TIMEOUT_MS);
+      const a = eventOf(h, isApplied, APPLY_TIMEOUT_MS);
       h.worker.postMessage(cmd);
       return a;
     }));

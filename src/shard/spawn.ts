@@ -61,6 +61,25 @@ const SHARD_YOUNG_GENERATION_MB = 12;
 const shardResourceLimits = process.execArgv.some((a) => /semi[-_]space/.test(a))
   ? undefined : { maxYoungGenerationSizeMb: SHARD_YOUNG_GENERATION_MB };
 
+/** The shard's next event that `pred` accepts; null after ms, or when the shard exits first. */
+export function eventOf<E extends ShardEvent>(h: ShardHandle, pred: (e: ShardEvent) => e is E, ms: number): Promise<E | null>;
+export function eventOf(h: ShardHandle, pred: (e: ShardEvent) => boolean, ms: number): Promise<ShardEvent | null>;
+export function eventOf(h: ShardHandle, pred: (e: ShardEvent) => boolean, ms: number): Promise<ShardEvent | null> {
+  return new Promise((resolve) => {
+    const on = (e: ShardEvent) => {
+      if (pred(e)) done(e);
+    };
+    const done = (v: ShardEvent | null) => {
+      clearTimeout(timer);
+      h.worker.off('message', on);
+      resolve(v);
+    };
+    const timer = setTimeout(() => done(null), ms);
+    h.worker.on('message', on);
+    void h.exited.then(() => done(null));
+  });
+}
+
 export function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle; ready: Promise<ShardEvent> } {
   // The shard's log lines come back whole over their own port (log.ts); the port closes with the thread.
   const logs = new MessageChannel();

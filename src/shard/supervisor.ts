@@ -13,7 +13,7 @@ import { Interest } from '../channels/interest';
 import type { SequencerHandle } from '../delta/spawn';
 import type { MetricsSink } from '../metrics/types';
 import type { PrimaryCommand, ShardEvent, ShardInit } from './init';
-import { spawnShard, type ShardHandle } from './spawn';
+import { eventOf, spawnShard, type ShardHandle } from './spawn';
 
 /** What every shard of this server shares; a replacement shard starts with the same (its rings renewed). */
 export type ShardBase = Omit<ShardInit, 'shardId' | 'socketIdPrefix' | 'restoreFrom'>;
@@ -73,23 +73,6 @@ export interface Supervisor {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** The first event of `h` matching pred, or null after ms or when the thread ends. */
-function eventOf(h: ShardHandle, pred: (e: ShardEvent) => boolean, ms: number): Promise<ShardEvent | null> {
-  return new Promise((resolve) => {
-    const on = (e: ShardEvent) => {
-      if (pred(e)) done(e);
-    };
-    const done = (v: ShardEvent | null) => {
-      clearTimeout(timer);
-      h.worker.off('message', on);
-      resolve(v);
-    };
-    const timer = setTimeout(() => done(null), ms);
-    h.worker.on('message', on);
-    void h.exited.then(() => done(null));
-  });
-}
 
 /** Fresh rings to and from thread `i` (every peer, the primary included) and a fresh doorbell. */
 function renewRings(topo: BusTopology, i: number, ringBytes: number): void {
