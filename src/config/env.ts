@@ -4,7 +4,7 @@
 // validation pass, which then names the config key and says "(from env NAME)".
 // An empty variable counts as unset (docker-compose `PORT=` style).
 
-import { ConfigError, parseHostPort, parseOctalMode } from './validate';
+import { ConfigError, parseHostPort, parseOctalMode } from './checker';
 import type { EnvApp } from './validate-apps';
 
 type Kind = 'str' | 'num' | 'numOrNull' | 'bool' | 'list' | 'nodes' | 'mode';

@@ -10,11 +10,12 @@ import { isScalar, parseDocument } from 'yaml';
 import type { AppConfig, Config } from './types';
 import { defaultRawTree, type GlobalConfig } from './defaults';
 import { parseEnv } from './env';
-import { Checker, ConfigError, isMapping, show, suggest, validateGlobal } from './validate';
+import { Checker, ConfigError, isMapping, show, suggest } from './checker';
+import { validateGlobal } from './validate';
 import { validateApps } from './validate-apps';
 
-export { ConfigError } from './validate';
-export type { ConfigIssue } from './validate';
+export { ConfigError } from './checker';
+export type { ConfigIssue } from './checker';
 export { defaultConfig } from './defaults';
 export type { Config, AppConfig } from './types';
 

@@ -4,7 +4,7 @@
 
 import { defaultConfig } from './defaults';
 import type { Config } from './types';
-import { ConfigError, type ConfigIssue } from './validate';
+import { ConfigError, type ConfigIssue } from './checker';
 
 export function unsupportedIssues(c: Config): ConfigIssue[] {
   const issues: ConfigIssue[] = [];

@@ -4,7 +4,8 @@
 
 import type { AppConfig, ChannelDeltaSetting, WebhookConfig } from './types';
 import { appDefaults, WEBHOOK_EVENT_TYPES, type AppLimitDefaults, type GlobalConfig } from './defaults';
-import { HEADER_NAME, isMapping, suggest, type Checker } from './validate';
+import { isMapping, suggest, type Checker } from './checker';
+import { HEADER_NAME } from './validate';
 
 /** The default app assembled by env.ts: raw field values plus which env var set each one. */
 export interface EnvApp {
