@@ -40,6 +40,8 @@ const USAGE = `Usage: node dist/bench/shards/cpu-per-publish.js [options]
   --conns N          publisher keep-alive connections                          [16]
   --warmup S         publishing before the windows (JIT, connections)          [1]
   --payload N        bytes of each event's data                                [100]
+  --threads N        log the N threads that spent the most CPU per publish in
+                     each publish window (name, tid, µs per publish)           [0]
   --json FILE        also append the JSON lines to FILE
   --help`;
 
@@ -51,30 +53,47 @@ interface Opts {
   conns: number;
   warmupS: number;
   payload: number;
+  threads: number;
   json: string | null;
 }
 
 function parse(argv: string[]): Opts {
-  const o = readOptions(argv, USAGE, ['workers', 'rounds', 'publishes', 'rate', 'conns', 'warmup', 'payload', 'json']);
+  const o = readOptions(argv, USAGE, ['workers', 'rounds', 'publishes', 'rate', 'conns', 'warmup', 'payload', 'threads', 'json']);
   const num = (k: string, def: number, min: number): number => o.num(k, def, min);
   const workers = (o.get('workers') ?? '1,2,4,8,16').split(',').map((s) => Number(s.trim()));
   for (const w of workers) if (!Number.isInteger(w) || w < 1 || w > 64) throw new Error(`--workers: "${w}" is not a shard count (1–64)`);
   return {
     workers, rounds: Math.floor(num('rounds', 3, 1)), publishes: Math.floor(num('publishes', 5000, 100)),
     rate: num('rate', 1000, 1), conns: Math.floor(num('conns', 16, 1)), warmupS: num('warmup', 1, 0),
-    payload: Math.floor(num('payload', 100, 20)), json: o.get('json') ?? null,
+    payload: Math.floor(num('payload', 100, 20)), threads: Math.floor(num('threads', 0, 0)), json: o.get('json') ?? null,
   };
 }
 
 /** CPU run time of every thread of pid, in µs (schedstat: ns, user + system). */
 export function threadsCpuUs(pid: number): number {
-  let ns = 0;
+  let us = 0;
+  for (const t of perThreadCpuUs(pid).values()) us += t.us;
+  return us;
+}
+
+/** tid → its name (comm) and CPU run time in µs. */
+function perThreadCpuUs(pid: number): Map<string, { name: string; us: number }> {
+  const out = new Map<string, { name: string; us: number }>();
   for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
     try {
-      ns += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ', 1)[0]);
+      const ns = Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ', 1)[0]);
+      out.set(tid, { name: fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(), us: ns / 1000 });
     } catch { /* the thread ended between readdir and read */ }
   }
-  return ns / 1000;
+  return out;
+}
+
+/** The n threads that spent the most between two readings, in µs per publish. */
+function topThreads(before: Map<string, { name: string; us: number }>, after: Map<string, { name: string; us: number }>, publishes: number, n: number): string {
+  const rows: [string, number][] = [];
+  for (const [tid, a] of after) rows.push([`${a.name}/${tid}`, (a.us - (before.get(tid)?.us ?? 0)) / publishes]);
+  rows.sort((x, y) => y[1] - x[1]);
+  return rows.slice(0, n).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ');
 }
 
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
@@ -136,6 +155,7 @@ async function oneRun(workers: number, round: number, o: Opts, tmpDir: string): 
     // Publish window: from before the first publish until the last one is delivered.
     const before = await pool.snapshot();
     const pubBefore = (await pub.snapshot(false)).stats.ok;
+    const th0 = o.threads > 0 ? perThreadCpuUs(t.pid) : null;
     const c0 = threadsCpuUs(t.pid);
     const t0 = nowUs();
     await pub.run({ ...run, maxDurationMs: windowMs * 4 + 30_000 });
@@ -151,6 +171,7 @@ async function oneRun(workers: number, round: number, o: Opts, tmpDir: string): 
     const c1 = threadsCpuUs(t.pid);
     const t1 = nowUs();
     const published = fin.ok - pubBefore;
+    if (th0 !== null) log(`workers ${workers}: µs per publish by thread: ${topThreads(th0, perThreadCpuUs(t.pid), published, o.threads)}`);
     const delivered = done.msgs - before.msgs;
     if (published <= 0) throw new Error('no publish was accepted');
     if (delivered !== published) throw new Error(`${published} publishes accepted, ${delivered} delivered to the subscriber`);
