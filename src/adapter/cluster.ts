@@ -84,7 +84,10 @@ export interface ClusterDeps {
 export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: number): Promise<ClusterNode> {
   const { transport: tx, prefix, bridge, health, log } = deps;
   const metrics = deps.metrics ?? noMetrics;
-  const id = deps.nodeId ?? randomBytes(8).toString('hex');
+  // the start time first (ms, 12 hex digits): the smallest id is the oldest node, which
+  // decides what one node must (the webhooks over an unordered backend, transitions.ts;
+  // the delta stream numbering, delta/coord.ts): a node joining does not take it over
+  const id = deps.nodeId ?? Date.now().toString(16).padStart(12, '0') + randomBytes(4).toString('hex');
   const subj = { pub: `${prefix}.pub`, ctl: `${prefix}.ctl`, me: `${prefix}.node.${id}` };
   /** Other nodes → last heartbeat (ms). */
   const peers = new Map<string, number>();

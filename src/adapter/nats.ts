@@ -11,6 +11,8 @@ type NatsConfig = Config['adapter']['nats'];
 
 class NatsTransport implements Transport {
   readonly name = 'nats' as const;
+  /** Per publisher only (transport.ts). */
+  readonly ordered = false;
   readonly where: string;
   private nc: NatsConnection | null = null;
   private readonly state = new StateCell();

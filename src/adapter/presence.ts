@@ -122,6 +122,12 @@ export interface ClusterPresenceDeps {
   log: Logger;
   /** Sends an occupancy or member webhook this node decided (null: the node has no webhook service). */
   webhook: Emit | null;
+  /**
+   * Whether the backend gives every node one order of the control subject (Transport.
+   * ordered): each node then sends its own transitions; else the oldest node sends all
+   * (adapter/transitions.ts).
+   */
+  ordered: boolean;
   /** Called on every change of the backend's reachability (Transport.onState). */
   onBackendState(listener: (up: boolean) => void): void;
   /** Test hook: members per `sync` part (MEMBERS_PER_SYNC). */
@@ -132,7 +138,13 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
   const { cluster, bus, shards, log } = deps;
   // the cluster-wide view costs memory (every occupied channel, every presence member of
   // the cluster): kept only when this node sends webhooks
-  const transitions = deps.webhook ? new ClusterTransitions(cluster.id, deps.webhook) : noTransitions;
+  /** The oldest node: the smallest id (adapter/cluster.ts); it also sends a failed node's hooks. */
+  const decider = () => {
+    let min = cluster.id;
+    for (const n of cluster.nodes()) if (n < min) min = n;
+    return min === cluster.id;
+  };
+  const transitions = deps.webhook ? new ClusterTransitions(cluster.id, deps.webhook, deps.ordered ? null : decider) : noTransitions;
 
   function tell(to: number, msg: ControlMsg): void {
     try {
@@ -155,8 +167,8 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
     tell(ownerOf(app, channel, shards), { type: 'remote_member', op, node, app, channel, userId, userInfo });
   };
 
-  const occupancy = (node: string, occ: Occupancy[] | undefined) => {
-    for (const [op, app, channel] of occ ?? []) transitions.occupancy(node, op, app, channel);
+  const occupancy = (node: string, occ: Occupancy[] | undefined, alone = false) => {
+    for (const [op, app, channel] of occ ?? []) transitions.occupancy(node, op, app, channel, false, alone);
   };
   // this node's own transitions, back at their place in the backend's order
   cluster.onEcho((msg) => {
@@ -259,7 +271,7 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
     pendingOcc = [];
     if (!cluster.broadcast({ t: 'counts', node: cluster.id, counts, occ })) {
       log.warn({ channels: counts.length }, 'cluster: subscription counts not sent: the backend is down');
-      occupancy(cluster.id, occ); // nobody else hears of them: decided on what this node knows
+      occupancy(cluster.id, occ, true); // nobody else hears of them: decided on what this node knows
     }
   };
   const flush = setInterval(sendCounts, COUNT_FLUSH_MS);
@@ -275,7 +287,7 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
     replica.drop(node);
     for (const k of [...incoming.keys()]) if (k.startsWith(`${node}\u0000`)) incoming.delete(k);
     // a failed node's webhooks go out from one survivor; a stopped one decided its own
-    transitions.nodeGone(node, failed && cluster.nodes().sort()[0] === cluster.id);
+    transitions.nodeGone(node, failed && decider());
     for (let s = 0; s < shards; s++) tell(s, { type: 'remote_node_gone', node });
   });
 
@@ -287,7 +299,7 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
         const before = nodeTotals.get(k) ?? 0;
         const op = before === 0 && total > 0 ? 'occupied' : before > 0 && total === 0 ? 'vacated' : null;
         // once the node has left the cluster (stop: `bye` sent), it decides alone
-        if (op && stopped) transitions.occupancy(cluster.id, op, app, channel);
+        if (op && stopped) transitions.occupancy(cluster.id, op, app, channel, false, true);
         else if (op) pendingOcc.push([op, app, channel]);
         if (total > 0) nodeTotals.set(k, total);
         else nodeTotals.delete(k);
@@ -298,7 +310,7 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
       // a channel's occupied goes before its first member_added (as on a single node)
       if (pendingOcc.length > 0) sendCounts();
       if (!cluster.broadcast({ t: 'member', node: cluster.id, op, app, channel, userId, userInfo })) {
-        transitions.member(cluster.id, op, app, channel, userId); // nobody else hears of it
+        transitions.member(cluster.id, op, app, channel, userId, false, true); // nobody else hears of it
       }
     },
     resend(shard) {

@@ -23,6 +23,8 @@ const retryDelay = (times: number): number => Math.min(50 * times, 1000);
 type Client = Redis | Cluster;
 
 class RedisTransport implements Transport {
+  /** One thread per server (or per Cluster shard of a subject): one order for all (transport.ts). */
+  readonly ordered = true;
   private readonly state = new StateCell();
   private readonly handlers = new Map<string, (data: Uint8Array) => void>();
   private closed = false;

@@ -13,6 +13,17 @@
 // the others only apply it. Of two nodes adding the same user at the same moment, only
 // the one the backend ordered first finds nobody else: once, not twice.
 //
+// NATS orders each publisher only (adapter/transport.ts `ordered`): two nodes removing
+// the same user at the same moment can each see the other's removal last, and neither
+// would send member_removed (or both would send member_added). Over such a backend one
+// node decides every transition of the cluster, from its own view: the decider, the node
+// with the smallest id, which is the oldest (ids start with the node's start time,
+// adapter/cluster.ts), so a node joining never takes the role with a view still being
+// filled by the others' `sync`. Any order of the other nodes' messages gives the decider
+// a consistent view (each node's own messages keep their order), so each transition is
+// sent once. The price: while a killed decider is not yet declared failed
+// (node_timeout_ms), the transitions of the survivors are applied but not sent.
+//
 // Where the view can differ between nodes (documented in docs/scaling.md):
 //  - a node that just joined learns the others' state from their `sync` (applied without
 //    webhooks: those transitions happened before it);
@@ -47,11 +58,26 @@ export class ClusterTransitions {
   /** app\0channel → the nodes with subscribers. */
   private readonly occupied = new Map<string, Set<string>>();
 
-  /** `self`: this node's id; `emit`: sends a webhook (this node's transitions only). */
-  constructor(private readonly self: string, private readonly emit: Emit) {}
+  /**
+   * `self`: this node's id; `emit`: sends a webhook. `decides`: null over an ordered
+   * backend (each node sends its own transitions); else whether this node is the decider
+   * now (it sends every node's).
+   */
+  constructor(private readonly self: string, private readonly emit: Emit, private readonly decides: (() => boolean) | null = null) {}
+
+  /**
+   * Whether this node sends the webhook of a transition `node` made. `alone`: a
+   * transition nobody else hears of (the backend is down, or this node has left): this
+   * node sends its own, as a single node would.
+   */
+  private sends(node: string, quiet: boolean, alone: boolean): boolean {
+    if (quiet) return false;
+    if (alone || this.decides === null) return node === this.self;
+    return this.decides();
+  }
 
   /** A node-local member transition of `node`, at its place in the backend's order. */
-  member(node: string, op: 'added' | 'removed', app: string, channel: string, userId: unknown, quiet = false): void {
+  member(node: string, op: 'added' | 'removed', app: string, channel: string, userId: unknown, quiet = false, alone = false): void {
     const k = keyOf(app, channel);
     const uk = userKey(userId);
     if (op === 'added') {
@@ -61,7 +87,7 @@ export class ClusterTransitions {
       if (!m) users.set(uk, (m = { id: userId, nodes: new Set() }));
       const first = m.nodes.size === 0;
       m.nodes.add(node);
-      if (first && !quiet && node === this.self) this.emit(app, { name: 'member_added', channel, user_id: userId });
+      if (first && this.sends(node, quiet, alone)) this.emit(app, { name: 'member_added', channel, user_id: userId });
       return;
     }
     const users = this.members.get(k);
@@ -69,23 +95,23 @@ export class ClusterTransitions {
     if (!users || !m || !m.nodes.delete(node) || m.nodes.size > 0) return;
     users.delete(uk);
     if (users.size === 0) this.members.delete(k);
-    if (!quiet && node === this.self) this.emit(app, { name: 'member_removed', channel, user_id: m.id });
+    if (this.sends(node, quiet, alone)) this.emit(app, { name: 'member_removed', channel, user_id: m.id });
   }
 
   /** A node-level occupancy transition of `node` (its first subscriber of the channel, or its last gone). */
-  occupancy(node: string, op: 'occupied' | 'vacated', app: string, channel: string, quiet = false): void {
+  occupancy(node: string, op: 'occupied' | 'vacated', app: string, channel: string, quiet = false, alone = false): void {
     const k = keyOf(app, channel);
     let nodes = this.occupied.get(k);
     if (op === 'occupied') {
       if (!nodes) this.occupied.set(k, (nodes = new Set()));
       const first = nodes.size === 0;
       nodes.add(node);
-      if (first && !quiet && node === this.self) this.emit(app, { name: 'channel_occupied', channel });
+      if (first && this.sends(node, quiet, alone)) this.emit(app, { name: 'channel_occupied', channel });
       return;
     }
     if (!nodes || !nodes.delete(node) || nodes.size > 0) return;
     this.occupied.delete(k);
-    if (!quiet && node === this.self) this.emit(app, { name: 'channel_vacated', channel });
+    if (this.sends(node, quiet, alone)) this.emit(app, { name: 'channel_vacated', channel });
   }
 
   /**

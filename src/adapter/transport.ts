@@ -6,10 +6,12 @@
 //
 // Guarantees a backend must give (the cluster relies on them):
 //  - messages one node publishes to one subject arrive at each subscriber in publish order;
-//  - every subscriber receives one subject's messages (all publishers') in the same order:
-//    the cluster's webhooks are decided on it (transitions.ts). One Redis server or
-//    Sentinel master, one Redis Cluster shard per channel (sharded pub/sub) and one
-//    nats-server give it; a cluster of nats-servers orders each publisher only;
+//  - `ordered`: whether every subscriber receives one subject's messages (all
+//    publishers') in the same order. One Redis server or Sentinel master and one Redis
+//    Cluster shard per channel (sharded pub/sub) do: each is one thread. NATS does not:
+//    it orders each publisher's messages only (nats-server hands two publishers'
+//    messages to its subscribers from two goroutines, so two nodes can see them in
+//    opposite orders). The cluster's webhooks depend on it (transitions.ts);
 //  - a node receives its own publishes (the cluster drops them by node id);
 //  - publish never throws and never blocks: while the backend is down it returns false
 //    (the message is dropped and counted) or buffers within a bound of its own.
@@ -18,6 +20,8 @@ export type TransportName = 'redis' | 'redis-cluster' | 'nats';
 
 export interface Transport {
   readonly name: TransportName;
+  /** One order of a subject's messages for every subscriber (see above). */
+  readonly ordered: boolean;
   /** Where it connects, for logs and errors (never a password). */
   readonly where: string;
   /** Connects; rejects with a clear error after timeoutMs when the backend does not answer. */

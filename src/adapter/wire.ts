@@ -13,9 +13,12 @@ export const Kind = { Publish: 1, Control: 2 } as const;
  * The version of what nodes send each other, carried by every heartbeat (`v`). A node
  * ignores every message of a node whose heartbeat names another version, or none (builds
  * before it): the layouts differ (version 2 added the publish's delta byte), and a frame
- * read with the wrong layout could deliver garbage. Raise it with every change of a layout.
+ * read with the wrong layout could deliver garbage. Raise it with every change of a layout
+ * or of what nodes decide from the messages (version 3: over NATS the oldest node sends
+ * every presence and occupancy webhook, adapter/transitions.ts; a version-2 node would
+ * send its own too).
  */
-export const WIRE_VERSION = 2;
+export const WIRE_VERSION = 3;
 
 /** Node → every node (ctl subject) or node → one node (its own subject). */
 export type NodeMsg =

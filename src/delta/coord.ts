@@ -29,7 +29,9 @@
 //  3. The origin names the coordinator in its request (the smallest id it knows of) and
 //     only that node answers: while views of the cluster differ (a node joining) no
 //     request is numbered twice; one sent to a node that died goes unanswered (rule 2).
-//     A new coordinator (the old one stopped, or a node with a smaller id joined) starts
+//     The smallest id is the oldest node (ids start with the start time, adapter/
+//     cluster.ts), so a node joining takes over only across clock skew between hosts.
+//     A new coordinator (the old one stopped or failed, or such a node joined) starts
 //     its counters at 0: every stream's next message is full on every node, and the
 //     numbering restarts (a position not after the base goes full: streams.ts rule 4).
 //  4. The coordinator forgets a stream's counter after max_state_age_secs without a

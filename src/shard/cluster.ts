@@ -63,7 +63,7 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
     node.answer(kind, (body) => nodeAnswer(local, body as ClusterQuestion));
   }
   const webhooks = w.webhooks;
-  const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log, webhook: webhooks && ((app, e) => webhooks.send(app, e)), onBackendState: (fn) => w.transport.onState(fn) });
+  const presence = startClusterPresence({ cluster: node, bus, shards: base.shards, log, webhook: webhooks && ((app, e) => webhooks.send(app, e)), ordered: w.transport.ordered, onBackendState: (fn) => w.transport.onState(fn) });
   const watchlists = startClusterWatchlists({ cluster: node, bus, shards: base.shards, log, onBackendState: (fn) => w.transport.onState(fn) });
   const counts = shareConnectionCounts({ cluster: node, counters: new ConnectionCounters(base.counters), slots: () => base.appSlots });
   // delta_compression.cluster_coordination: stream positions agreed over the cluster

@@ -49,7 +49,7 @@ function pair(perMessage: number): [Node, Node] {
         counts: node.counts.filter(([app, channel]) => ownerOf(app, channel, SHARDS) === to),
       } as T),
     };
-    node.p = startClusterPresence({ cluster: n.cluster, bus, shards: SHARDS, log: pino({ level: 'silent' }), webhook: null, onBackendState: (fn) => { backend = fn; }, membersPerSync: perMessage });
+    node.p = startClusterPresence({ cluster: n.cluster, bus, shards: SHARDS, log: pino({ level: 'silent' }), webhook: null, ordered: true, onBackendState: (fn) => { backend = fn; }, membersPerSync: perMessage });
     node.backendUp = () => backend(true);
     return node;
   });

@@ -93,3 +93,43 @@ t.test('a failed node: one survivor sends what it empties; a sync is state, not 
   t.same(quiet.nodesOf('app', 'presence-c', 'a'), [], 'removed without a webhook');
   t.end();
 });
+
+// An unordered backend (NATS): each node gets the others' messages in its own order. With
+// the self rule, two nodes removing the same user at once, each seeing the other's
+// removal last, would send nothing; the decider (the oldest node) sends every transition.
+t.test('an unordered backend: opposite orders on two nodes, the decider sends each transition once', (t) => {
+  const sent: string[] = [];
+  const emitter = (id: string) => (_app: string, e: WebhookEvent) => sent.push(`${id} ${e.name} ${e.channel}${'user_id' in e ? ' ' + String(e.user_id) : ''}`);
+  const ids = ['n1', 'n2'];
+  // the self rule first: the failure this mode exists for
+  const selfRule = ids.map((id) => new ClusterTransitions(id, emitter(id)));
+  const decided = ids.map((id) => new ClusterTransitions(id, emitter(id), () => id === 'n1'));
+  const feed = (views: ClusterTransitions[]) => {
+    for (const v of views) {
+      v.occupancy('n1', 'occupied', 'app', 'presence-c');
+      v.member('n1', 'added', 'app', 'presence-c', 'u');
+      v.occupancy('n2', 'occupied', 'app', 'presence-c');
+      v.member('n2', 'added', 'app', 'presence-c', 'u');
+    }
+    // both leave at once: n1 sees its own removal first, n2 its own
+    const [v1, v2] = views;
+    v1.member('n1', 'removed', 'app', 'presence-c', 'u');
+    v1.member('n2', 'removed', 'app', 'presence-c', 'u');
+    v2.member('n2', 'removed', 'app', 'presence-c', 'u');
+    v2.member('n1', 'removed', 'app', 'presence-c', 'u');
+    v1.occupancy('n1', 'vacated', 'app', 'presence-c');
+    v1.occupancy('n2', 'vacated', 'app', 'presence-c');
+    v2.occupancy('n2', 'vacated', 'app', 'presence-c');
+    v2.occupancy('n1', 'vacated', 'app', 'presence-c');
+  };
+  feed(selfRule);
+  t.notOk(sent.some((s) => s.includes('member_removed') || s.includes('channel_vacated')), 'the self rule sends neither member_removed nor channel_vacated');
+  sent.length = 0;
+  feed(decided);
+  t.same(sent, ['n1 channel_occupied presence-c', 'n1 member_added presence-c u', 'n1 member_removed presence-c u', 'n1 channel_vacated presence-c'], 'the decider sends each once');
+  sent.length = 0;
+  // alone (the backend down): a node sends its own transitions whatever the rule
+  decided[1].member('n2', 'added', 'app', 'presence-d', 'w', false, true);
+  t.same(sent, ['n2 member_added presence-d w'], 'alone, the non-decider sends its own');
+  t.end();
+});
