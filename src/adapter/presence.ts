@@ -138,8 +138,13 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
   const { cluster, bus, shards, log } = deps;
   // the cluster-wide view costs memory (every occupied channel, every presence member of
   // the cluster): kept only when this node sends webhooks
-  /** The oldest node: the smallest id (adapter/cluster.ts); it also sends a failed node's hooks. */
+  /**
+   * The oldest node: the smallest id (adapter/cluster.ts); it also sends a failed node's
+   * hooks. Not once this node has stopped: the others have dropped it at its `bye` and
+   * the next oldest decides.
+   */
   const decider = () => {
+    if (stopped) return false;
     let min = cluster.id;
     for (const n of cluster.nodes()) if (n < min) min = n;
     return min === cluster.id;
