@@ -38,6 +38,12 @@ export interface ClusterNode {
   /** Node ids currently alive (this one included). */
   nodes(): string[];
   /**
+   * The oldest alive node: the smallest id (ids start with the start time). It decides
+   * what one node must: the webhooks over an unordered backend (transitions.ts), a failed
+   * node's webhooks, the delta stream numbering (delta/coord.ts).
+   */
+  oldest(): string;
+  /**
    * Asks every other alive node; resolves with the answers that came within timeoutMs
    * (`complete` false when a node did not answer in time or the backend is down).
    */
@@ -291,6 +297,11 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   return {
     id,
     nodes: () => [id, ...peers.keys()],
+    oldest() {
+      let min = id;
+      for (const n of peers.keys()) if (n < min) min = n;
+      return min;
+    },
     ask(kind, body, timeoutMs) {
       const expect = new Set(peers.keys());
       if (expect.size === 0) return Promise.resolve({ answers: [], complete: true });

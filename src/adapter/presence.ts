@@ -143,12 +143,7 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
    * hooks. Not once this node has stopped: the others have dropped it at its `bye` and
    * the next oldest decides.
    */
-  const decider = () => {
-    if (stopped) return false;
-    let min = cluster.id;
-    for (const n of cluster.nodes()) if (n < min) min = n;
-    return min === cluster.id;
-  };
+  const decider = () => !stopped && cluster.oldest() === cluster.id;
   const transitions = deps.webhook ? new ClusterTransitions(cluster.id, deps.webhook, deps.ordered ? null : decider) : noTransitions;
 
   function tell(to: number, msg: ControlMsg): void {

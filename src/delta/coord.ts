@@ -161,11 +161,6 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
   /** Rule 2: after a timeout, decide locally at once until then (no wait per message). */
   let suspectUntil = 0;
 
-  const coordinator = (): string => {
-    let min = node.id;
-    for (const n of node.nodes()) if (n < min) min = n;
-    return min;
-  };
 
   function feed(r: Wire): void {
     let wanted = false;
@@ -274,13 +269,13 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
       if (!tx.isUp() || Date.now() < suspectUntil) return fallback(r);
       const timer = setTimeout(() => {
         pending.delete(r.i);
-        if (Date.now() >= suspectUntil) log.warn({ channel: r.c, coordinator: coordinator() }, 'delta coordination: no stream position in time; deciding locally for a while');
+        if (Date.now() >= suspectUntil) log.warn({ channel: r.c, coordinator: node.oldest() }, 'delta coordination: no stream position in time; deciding locally for a while');
         suspectUntil = Date.now() + SUSPECT_MS;
         fallback(r);
       }, timeoutMs);
       pending.set(r.i, timer);
       // the coordinator numbers its own events at once: one trip through the backend less
-      r.to = coordinator();
+      r.to = node.oldest();
       const sent = r.to === node.id ? stamp(r) : tx.publish(subj.req(r.to), enc.encode(JSON.stringify(r)));
       if (!sent) {
         clearTimeout(timer);

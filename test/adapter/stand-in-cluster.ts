@@ -34,6 +34,7 @@ export function standInPair(link: { down: boolean }): [StandIn, StandIn] {
       onNodeJoined: (fn: (node: string) => void) => joinedFns.push(fn),
       onNodeGone: () => undefined,
       nodes: () => [...ids],
+      oldest: () => ids[0],
     } as unknown as ClusterNode;
     return {
       cluster,
