@@ -29,6 +29,7 @@ import { GenPool, Publisher, sleep } from '../harness/load';
 import { killAllNow } from '../harness/procs';
 import { median } from '../harness/report';
 import { APP, freePort, type RunningTarget } from '../harness/target';
+import { ceilingThreadsTarget } from '../targets/ceiling-threads';
 import { ringcastTarget } from '../targets/ringcast';
 
 const USAGE = `Usage: node dist/bench/shards/cpu-per-publish.js [options]
@@ -38,8 +39,10 @@ const USAGE = `Usage: node dist/bench/shards/cpu-per-publish.js [options]
   --publishes N      publishes in the measured window                          [5000]
   --rate N           publishes per second (fixed rate)                         [1000]
   --conns N          publisher keep-alive connections                          [16]
-  --warmup S         publishing before the windows (JIT, connections)          [1]
+  --warmup S         publishing before the windows (JIT, connections)          [3]
   --payload N        bytes of each event's data                                [100]
+  --target NAME      ringcast, or ceiling: the bare thread-per-shard uWS server of
+                     bench/targets/ceiling-threads.ts, the floor of this design    [ringcast]
   --threads N        log the N threads that spent the most CPU per publish in
                      each publish window (name, tid, µs per publish)           [0]
   --json FILE        also append the JSON lines to FILE
@@ -54,18 +57,22 @@ interface Opts {
   warmupS: number;
   payload: number;
   threads: number;
+  target: 'ringcast' | 'ceiling';
   json: string | null;
 }
 
 function parse(argv: string[]): Opts {
-  const o = readOptions(argv, USAGE, ['workers', 'rounds', 'publishes', 'rate', 'conns', 'warmup', 'payload', 'threads', 'json']);
+  const o = readOptions(argv, USAGE, ['workers', 'rounds', 'publishes', 'rate', 'conns', 'warmup', 'payload', 'threads', 'target', 'json']);
   const num = (k: string, def: number, min: number): number => o.num(k, def, min);
   const workers = (o.get('workers') ?? '1,2,4,8,16').split(',').map((s) => Number(s.trim()));
   for (const w of workers) if (!Number.isInteger(w) || w < 1 || w > 64) throw new Error(`--workers: "${w}" is not a shard count (1–64)`);
+  const target = o.get('target') ?? 'ringcast';
+  if (target !== 'ringcast' && target !== 'ceiling') throw new Error(`--target: "${target}" is not ringcast or ceiling`);
+  if (target === 'ceiling' && workers.some((w) => w > 32)) throw new Error('--target ceiling: at most 32 threads');
   return {
     workers, rounds: Math.floor(num('rounds', 3, 1)), publishes: Math.floor(num('publishes', 5000, 100)),
-    rate: num('rate', 1000, 1), conns: Math.floor(num('conns', 16, 1)), warmupS: num('warmup', 1, 0),
-    payload: Math.floor(num('payload', 100, 20)), threads: Math.floor(num('threads', 0, 0)), json: o.get('json') ?? null,
+    rate: num('rate', 1000, 1), conns: Math.floor(num('conns', 16, 1)), warmupS: num('warmup', 3, 0),
+    payload: Math.floor(num('payload', 100, 20)), threads: Math.floor(num('threads', 0, 0)), target, json: o.get('json') ?? null,
   };
 }
 
@@ -120,7 +127,7 @@ let current: RunningTarget | null = null;
 
 async function oneRun(workers: number, round: number, o: Opts, tmpDir: string): Promise<RunResult> {
   const port = await freePort();
-  const t = await ringcastTarget(workers).start({ port, tmpDir });
+  const t = await (o.target === 'ceiling' ? ceilingThreadsTarget(workers) : ringcastTarget(workers)).start({ port, tmpDir });
   current = t;
   const pool = await GenPool.start({
     host: '127.0.0.1', port, connections: 1, procs: 1, minProcs: 1, channels: { prefix: 'cpu', perConn: 1, mod: 1 },
@@ -136,6 +143,18 @@ async function oneRun(workers: number, round: number, o: Opts, tmpDir: string): 
     const run = {
       rate: o.rate, channelPrefix: 'cpu0-', channelCount: 1, timestamp: false, payloadBytes: o.payload, event: 'bench',
     };
+    const windowMs = (o.publishes / o.rate) * 1000;
+    // Idle window, before anything is published: the same server, subscriber connected,
+    // the publisher's connections open. Measured first so that it holds the server's own
+    // timers only: right after publishing, V8's memory reducer and the JIT's background
+    // work run for seconds (up to 6 % of a core at 16 threads), and subtracting that as
+    // "idle" made the publish window's figure too small and jumpy.
+    await sleep(500);
+    const i0 = threadsCpuUs(t.pid);
+    const it0 = nowUs();
+    await sleep(windowMs);
+    const idleRate = (threadsCpuUs(t.pid) - i0) / (nowUs() - it0); // CPU µs per µs
+
     // Warm-up: JIT, the publisher's connections, every shard's first frames.
     if (o.warmupS > 0) {
       await pub.run({ ...run, maxDurationMs: o.warmupS * 1000 + 30_000 });
@@ -144,13 +163,6 @@ async function oneRun(workers: number, round: number, o: Opts, tmpDir: string): 
       await pool.drain(300, 5000);
     }
     await sleep(500);
-    const windowMs = (o.publishes / o.rate) * 1000;
-
-    // Idle window: the same server, subscriber connected, nothing published.
-    const i0 = threadsCpuUs(t.pid);
-    const it0 = nowUs();
-    await sleep(windowMs);
-    const idleRate = (threadsCpuUs(t.pid) - i0) / (nowUs() - it0); // CPU µs per µs
 
     // Publish window: from before the first publish until the last one is delivered.
     const before = await pool.snapshot();
@@ -220,8 +232,8 @@ async function main(): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringcast-shards-'));
-  await ringcastTarget(1).prepare!(log);
-  log(`CPU per publish, 1 subscriber: workers ${o.workers.join(', ')} × ${o.rounds} round(s), ${o.publishes} publishes at ${o.rate}/s; ` +
+  if (o.target === 'ringcast') await ringcastTarget(1).prepare!(log);
+  log(`CPU per publish, 1 subscriber, ${o.target}: workers ${o.workers.join(', ')} × ${o.rounds} round(s), ${o.publishes} publishes at ${o.rate}/s; ` +
     `${os.cpus().length} cores, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   const results = new Map<number, RunResult[]>(o.workers.map((w) => [w, []]));
   let failed = false;

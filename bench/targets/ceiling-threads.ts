@@ -1,0 +1,218 @@
+// The ceiling of a thread-per-shard uWS server: the bare server of ceiling.ts on N worker
+// threads, each a uWS App listening on the same port (SO_REUSEPORT, as ringcast's shards),
+// with the least a publish needs to reach a subscriber on another thread. It is the floor
+// of what `bench/shards/cpu-per-publish.ts` can measure for ringcast's design: a publish
+// taken by one thread whose subscriber sits on another pays one cross-thread hop here too.
+//
+//   POST /apps/:id/events → for each channel: uWS publish on this thread if this thread
+//                     has a subscriber of it, and one message to every other thread that has
+//                     (a shared interest bit per thread and channel slot, as ringcast's
+//                     channels/interest.ts); answers 200 {}. No auth, no limits.
+//   WS  /app/:key     → connection_established, pusher:subscribe (sets this thread's bit),
+//                     pusher:ping.
+//
+// The hop is a MessagePort message (a libuv async handle), which bench/bus/wake.bench.ts
+// measures within noise of ringcast's ring + Atomics.waitAsync doorbell; the frame is
+// built once on the thread that took the request.
+//
+//   node dist/bench/targets/ceiling-threads.js --port 6001 --threads 4
+
+import os from 'node:os';
+import path from 'node:path';
+import { isMainThread, MessageChannel, type MessagePort, parentPort, Worker, workerData } from 'node:worker_threads';
+import { launchServer, type TargetDef } from '../harness/target';
+
+export function ceilingThreadsTarget(threads: number): TargetDef {
+  return {
+    name: `ceiling-t${threads}`,
+    label: `ceiling (bare uWS) on ${threads} threads`,
+    start: ({ port, tmpDir }) => launchServer({
+      name: `ceiling-t${threads}`,
+      cmd: process.execPath,
+      args: [path.join(__dirname, 'ceiling-threads.js'), '--port', String(port), '--threads', String(threads)],
+      cwd: os.tmpdir(),
+      env: { PATH: process.env.PATH ?? '' },
+      port,
+      tmpDir,
+      readyPath: '/',
+      stopGraceMs: 2000,
+    }),
+  };
+}
+
+const SLOTS = 4096;
+
+function slotOf(channel: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < channel.length; i++) h = Math.imul(h ^ channel.charCodeAt(i), 16777619);
+  return (h >>> 0) % SLOTS;
+}
+
+interface ThreadData { index: number; threads: number; port: number; interest: SharedArrayBuffer; ports: (MessagePort | null)[]; }
+
+function serveThread(d: ThreadData): void {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const uWS = require('uWebSockets.js') as typeof import('uWebSockets.js');
+  const interest = new Int32Array(d.interest); // slot → bit per thread (≤ 32 threads)
+  const myBit = 1 << d.index;
+  const local = new Map<string, number>(); // channel → this thread's subscribers
+  let nextId = 1;
+  const PONG = '{"event":"pusher:pong","data":"{}"}';
+  const sockets = new Set<import('uWebSockets.js').WebSocket<{ channels: string[] }>>();
+  const app = uWS.App();
+
+  for (const p of d.ports) {
+    p?.on('message', (m: { ch: string; frame: string }) => {
+      app.publish(m.ch, m.frame, false);
+    });
+  }
+
+  const unsubscribe = (ch: string): void => {
+    const n = (local.get(ch) ?? 1) - 1;
+    if (n > 0) { local.set(ch, n); return; }
+    local.delete(ch);
+    // the bit is per slot: clear it only when no channel of the slot is left here
+    const slot = slotOf(ch);
+    for (const other of local.keys()) if (slotOf(other) === slot) return;
+    Atomics.and(interest, slot, ~myBit);
+  };
+
+  app.ws<{ channels: string[] }>('/app/:key', {
+    compression: uWS.DISABLED,
+    maxPayloadLength: 256 * 1024,
+    maxBackpressure: 1024 * 1024,
+    closeOnBackpressureLimit: 0,
+    idleTimeout: 128,
+    sendPingsAutomatically: true,
+    upgrade: (res, req, ctx) => {
+      res.upgrade({ channels: [] }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'), ctx);
+    },
+    open: (ws) => {
+      sockets.add(ws);
+      ws.send('{"event":"pusher:connection_established","data":' +
+        JSON.stringify(JSON.stringify({ socket_id: `${d.index + 1}.${nextId++}`, activity_timeout: 120 })) + '}', false);
+    },
+    message: (ws, message) => {
+      let m: { event?: string; data?: { channel?: string } };
+      try {
+        m = JSON.parse(Buffer.from(message).toString('utf8')) as typeof m;
+      } catch {
+        return;
+      }
+      if (m.event === 'pusher:subscribe' && typeof m.data?.channel === 'string') {
+        const ch = m.data.channel;
+        ws.subscribe(ch);
+        ws.getUserData().channels.push(ch);
+        local.set(ch, (local.get(ch) ?? 0) + 1);
+        Atomics.or(interest, slotOf(ch), myBit); // before subscription_succeeded
+        ws.send('{"event":"pusher_internal:subscription_succeeded","channel":' + JSON.stringify(ch) + ',"data":"{}"}', false);
+      } else if (m.event === 'pusher:ping') {
+        ws.send(PONG, false);
+      }
+    },
+    close: (ws) => {
+      sockets.delete(ws);
+      for (const ch of ws.getUserData().channels) unsubscribe(ch);
+    },
+  });
+
+  app.post('/apps/:id/events', (res) => {
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    const chunks: Buffer[] = [];
+    res.onData((ab, isLast) => {
+      chunks.push(Buffer.from(ab.slice(0)));
+      if (!isLast || aborted) return;
+      const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+      let status = '200 OK';
+      let reply = '{}';
+      try {
+        const ev = JSON.parse(body.toString('utf8')) as { name: string; channels: string[]; data: string };
+        const tail = ',"data":' + JSON.stringify(ev.data) + '}';
+        const head = '{"event":' + JSON.stringify(ev.name) + ',"channel":';
+        for (const ch of ev.channels) {
+          const frame = head + JSON.stringify(ch) + tail;
+          const bits = Atomics.load(interest, slotOf(ch));
+          if (bits & myBit) app.publish(ch, frame, false);
+          for (let t = 0; t < d.threads; t++) if (t !== d.index && bits & (1 << t)) d.ports[t]!.postMessage({ ch, frame });
+        }
+      } catch {
+        status = '400 Bad Request';
+        reply = '{"error":"bad body"}';
+      }
+      res.cork(() => {
+        res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(reply);
+      });
+    });
+  });
+
+  app.get('/*', (res) => {
+    res.end('OK');
+  });
+
+  let listenSocket: import('uWebSockets.js').us_listen_socket | null = null;
+  app.listen('127.0.0.1', d.port, (ls) => {
+    listenSocket = ls || null;
+    parentPort!.postMessage({ listening: !!ls });
+  });
+
+  parentPort!.on('message', (m: { stop?: boolean }) => {
+    if (!m.stop) return;
+    if (listenSocket) uWS.us_listen_socket_close(listenSocket);
+    listenSocket = null;
+    for (const ws of [...sockets]) ws.end(1001, 'shutdown');
+    for (const p of d.ports) p?.close();
+    parentPort!.close();
+    // uWS must hold no socket when the thread ends (a client that does not answer the close)
+    setTimeout(() => (app as unknown as { close(): void }).close(), 200).unref();
+  });
+}
+
+async function main(port: number, threads: number): Promise<void> {
+  if (threads < 1 || threads > 32) throw new Error('--threads: 1 to 32');
+  const interest = new SharedArrayBuffer(SLOTS * 4);
+  // one MessageChannel per pair of threads
+  const ports: (MessagePort | null)[][] = Array.from({ length: threads }, () => Array<MessagePort | null>(threads).fill(null));
+  for (let a = 0; a < threads; a++) {
+    for (let b = a + 1; b < threads; b++) {
+      const { port1, port2 } = new MessageChannel();
+      ports[a][b] = port1;
+      ports[b][a] = port2;
+    }
+  }
+  const workers = ports.map((mine, index) => new Worker(__filename, {
+    workerData: { index, threads, port, interest, ports: mine } satisfies ThreadData,
+    transferList: mine.filter((p): p is MessagePort => p !== null),
+  }));
+  const listening = await Promise.all(workers.map((w) => new Promise<boolean>((resolve, reject) => {
+    w.once('message', (m: { listening: boolean }) => resolve(m.listening));
+    w.once('error', reject);
+  })));
+  if (listening.includes(false)) {
+    process.stderr.write(`ceiling-threads: cannot listen on 127.0.0.1:${port}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`ceiling-threads listening on 127.0.0.1:${port} (${threads} threads)\n`);
+  const shutdown = (): void => {
+    for (const w of workers) w.postMessage({ stop: true });
+    void Promise.all(workers.map((w) => new Promise((r) => w.once('exit', r)))).then(() => process.exit(0));
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+}
+
+if (!isMainThread) {
+  serveThread(workerData as ThreadData);
+} else if (require.main === module) {
+  const arg = (name: string, def: number): number => {
+    const i = process.argv.indexOf(name);
+    return i >= 0 ? Number(process.argv[i + 1]) : def;
+  };
+  main(arg('--port', 6001), arg('--threads', 1)).catch((err: unknown) => {
+    process.stderr.write(`ceiling-threads: ${(err as Error).message}\n`);
+    process.exit(1);
+  });
+}
