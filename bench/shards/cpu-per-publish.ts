@@ -41,8 +41,10 @@ const USAGE = `Usage: node dist/bench/shards/cpu-per-publish.js [options]
   --conns N          publisher keep-alive connections                          [16]
   --warmup S         publishing before the windows (JIT, connections)          [3]
   --payload N        bytes of each event's data                                [100]
-  --target NAME      ringcast, or ceiling: the bare thread-per-shard uWS server of
-                     bench/targets/ceiling-threads.ts, the floor of this design    [ringcast]
+  --target NAME      ringcast; ceiling: the bare thread-per-shard uWS server of
+                     bench/targets/ceiling-threads.ts, the floor of this design
+                     (a MessagePort per hop); ceiling-ring: the same with
+                     ringcast's ring + doorbell as the hop                         [ringcast]
   --threads N        log the N threads that spent the most CPU per publish in
                      each publish window (name, tid, µs per publish)           [0]
   --json FILE        also append the JSON lines to FILE
@@ -57,7 +59,7 @@ interface Opts {
   warmupS: number;
   payload: number;
   threads: number;
-  target: 'ringcast' | 'ceiling';
+  target: 'ringcast' | 'ceiling' | 'ceiling-ring';
   json: string | null;
 }
 
@@ -67,8 +69,8 @@ function parse(argv: string[]): Opts {
   const workers = (o.get('workers') ?? '1,2,4,8,16').split(',').map((s) => Number(s.trim()));
   for (const w of workers) if (!Number.isInteger(w) || w < 1 || w > 64) throw new Error(`--workers: "${w}" is not a shard count (1–64)`);
   const target = o.get('target') ?? 'ringcast';
-  if (target !== 'ringcast' && target !== 'ceiling') throw new Error(`--target: "${target}" is not ringcast or ceiling`);
-  if (target === 'ceiling' && workers.some((w) => w > 32)) throw new Error('--target ceiling: at most 32 threads');
+  if (target !== 'ringcast' && target !== 'ceiling' && target !== 'ceiling-ring') throw new Error(`--target: "${target}" is not ringcast, ceiling or ceiling-ring`);
+  if (target !== 'ringcast' && workers.some((w) => w > 32)) throw new Error(`--target ${target}: at most 32 threads`);
   return {
     workers, rounds: Math.floor(num('rounds', 3, 1)), publishes: Math.floor(num('publishes', 5000, 100)),
     rate: num('rate', 1000, 1), conns: Math.floor(num('conns', 16, 1)), warmupS: num('warmup', 3, 0),
@@ -127,7 +129,7 @@ let current: RunningTarget | null = null;
 
 async function oneRun(workers: number, round: number, o: Opts, tmpDir: string): Promise<RunResult> {
   const port = await freePort();
-  const t = await (o.target === 'ceiling' ? ceilingThreadsTarget(workers) : ringcastTarget(workers)).start({ port, tmpDir });
+  const t = await (o.target === 'ringcast' ? ringcastTarget(workers) : ceilingThreadsTarget(workers, o.target === 'ceiling' ? 'port' : 'ring')).start({ port, tmpDir });
   current = t;
   const pool = await GenPool.start({
     host: '127.0.0.1', port, connections: 1, procs: 1, minProcs: 1, channels: { prefix: 'cpu', perConn: 1, mod: 1 },

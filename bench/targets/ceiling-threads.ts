@@ -11,25 +11,31 @@
 //   WS  /app/:key     → connection_established, pusher:subscribe (sets this thread's bit),
 //                     pusher:ping.
 //
-// The hop is a MessagePort message (a libuv async handle), which bench/bus/wake.bench.ts
-// measures within noise of ringcast's ring + Atomics.waitAsync doorbell; the frame is
-// built once on the thread that took the request.
+// The hop (--hop): `port`, a MessagePort message per publish (a libuv async handle); or
+// `ring`, ringcast's own SharedArrayBuffer ring per pair of threads and doorbell per thread
+// (src/bus/ring.ts, src/bus/doorbell.ts: Atomics.notify → Atomics.waitAsync) with none of
+// the bus's ordering, framing or requests. The frame is built once on the thread that took
+// the request.
 //
-//   node dist/bench/targets/ceiling-threads.js --port 6001 --threads 4
+//   node dist/bench/targets/ceiling-threads.js --port 6001 --threads 4 [--hop port|ring]
 
 import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, MessageChannel, type MessagePort, parentPort, Worker, workerData } from 'node:worker_threads';
+import { createDoorbell, DoorbellListener, DoorbellRinger } from '../../src/bus/doorbell';
+import { createRingBuffer, RingReader, RingWriter } from '../../src/bus/ring';
 import { launchServer, type TargetDef } from '../harness/target';
 
-export function ceilingThreadsTarget(threads: number): TargetDef {
+export type Hop = 'port' | 'ring';
+
+export function ceilingThreadsTarget(threads: number, hop: Hop = 'port'): TargetDef {
   return {
-    name: `ceiling-t${threads}`,
-    label: `ceiling (bare uWS) on ${threads} threads`,
+    name: `ceiling-t${threads}-${hop}`,
+    label: `ceiling (bare uWS) on ${threads} threads, hop: ${hop}`,
     start: ({ port, tmpDir }) => launchServer({
-      name: `ceiling-t${threads}`,
+      name: `ceiling-t${threads}-${hop}`,
       cmd: process.execPath,
-      args: [path.join(__dirname, 'ceiling-threads.js'), '--port', String(port), '--threads', String(threads)],
+      args: [path.join(__dirname, 'ceiling-threads.js'), '--port', String(port), '--threads', String(threads), '--hop', hop],
       cwd: os.tmpdir(),
       env: { PATH: process.env.PATH ?? '' },
       port,
@@ -48,7 +54,16 @@ function slotOf(channel: string): number {
   return (h >>> 0) % SLOTS;
 }
 
-interface ThreadData { index: number; threads: number; port: number; interest: SharedArrayBuffer; ports: (MessagePort | null)[]; }
+interface ThreadData {
+  index: number; threads: number; port: number; interest: SharedArrayBuffer; hop: Hop;
+  /** hop port: a port to every other thread (null at index). */
+  ports: (MessagePort | null)[];
+  /** hop ring: rings[a][b] carries a → b; doorbells[b] wakes b. */
+  rings: (SharedArrayBuffer | null)[][];
+  doorbells: SharedArrayBuffer[];
+}
+
+const RING_BYTES = 256 * 1024;
 
 function serveThread(d: ThreadData): void {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -61,10 +76,38 @@ function serveThread(d: ThreadData): void {
   const sockets = new Set<import('uWebSockets.js').WebSocket<{ channels: string[] }>>();
   const app = uWS.App();
 
-  for (const p of d.ports) {
-    p?.on('message', (m: { ch: string; frame: string }) => {
-      app.publish(m.ch, m.frame, false);
+  // The hop: send(t, ch, frame) to thread t; what arrives is published on this thread.
+  let send: (t: number, ch: string, frame: string) => void;
+  let stopHop: () => void;
+  if (d.hop === 'port') {
+    for (const p of d.ports) {
+      p?.on('message', (m: { ch: string; frame: string }) => {
+        app.publish(m.ch, m.frame, false);
+      });
+    }
+    send = (t, ch, frame) => d.ports[t]!.postMessage({ ch, frame });
+    stopHop = () => { for (const p of d.ports) p?.close(); };
+  } else {
+    const writers = d.rings[d.index].map((sab, t) => {
+      if (sab === null) return null;
+      const ringer = new DoorbellRinger(d.doorbells[t]);
+      return new RingWriter(sab, { onWritten: () => ringer.request() });
     });
+    const readers = d.rings.flatMap((row) => (row[d.index] ? [new RingReader(row[d.index]!)] : []));
+    // payload: channel bytes, 0, frame bytes
+    const onFrame = (_type: number, payload: Uint8Array): void => {
+      const zero = payload.indexOf(0);
+      const b = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+      app.publish(b.toString('utf8', 0, zero), b.subarray(zero + 1), false);
+    };
+    const listener = new DoorbellListener(d.doorbells[d.index], () => {
+      for (const r of readers) r.drain(onFrame);
+    });
+    listener.start();
+    send = (t, ch, frame) => {
+      if (!writers[t]!.write(1, Buffer.from(ch + '\0' + frame))) throw new Error('ring and spill full');
+    };
+    stopHop = () => listener.stop();
   }
 
   const unsubscribe = (ch: string): void => {
@@ -137,7 +180,7 @@ function serveThread(d: ThreadData): void {
           const frame = head + JSON.stringify(ch) + tail;
           const bits = Atomics.load(interest, slotOf(ch));
           if (bits & myBit) app.publish(ch, frame, false);
-          for (let t = 0; t < d.threads; t++) if (t !== d.index && bits & (1 << t)) d.ports[t]!.postMessage({ ch, frame });
+          for (let t = 0; t < d.threads; t++) if (t !== d.index && bits & (1 << t)) send(t, ch, frame);
         }
       } catch {
         status = '400 Bad Request';
@@ -164,15 +207,17 @@ function serveThread(d: ThreadData): void {
     if (listenSocket) uWS.us_listen_socket_close(listenSocket);
     listenSocket = null;
     for (const ws of [...sockets]) ws.end(1001, 'shutdown');
-    for (const p of d.ports) p?.close();
+    stopHop();
     parentPort!.close();
     // uWS must hold no socket when the thread ends (a client that does not answer the close)
     setTimeout(() => (app as unknown as { close(): void }).close(), 200).unref();
   });
 }
 
-async function main(port: number, threads: number): Promise<void> {
+async function main(port: number, threads: number, hop: Hop): Promise<void> {
   if (threads < 1 || threads > 32) throw new Error('--threads: 1 to 32');
+  const rings = Array.from({ length: threads }, (_, a) => Array.from({ length: threads }, (_, b) => (a === b ? null : createRingBuffer(RING_BYTES))));
+  const doorbells = Array.from({ length: threads }, () => createDoorbell());
   const interest = new SharedArrayBuffer(SLOTS * 4);
   // one MessageChannel per pair of threads
   const ports: (MessagePort | null)[][] = Array.from({ length: threads }, () => Array<MessagePort | null>(threads).fill(null));
@@ -184,7 +229,7 @@ async function main(port: number, threads: number): Promise<void> {
     }
   }
   const workers = ports.map((mine, index) => new Worker(__filename, {
-    workerData: { index, threads, port, interest, ports: mine } satisfies ThreadData,
+    workerData: { index, threads, port, interest, hop, ports: mine, rings, doorbells } satisfies ThreadData,
     transferList: mine.filter((p): p is MessagePort => p !== null),
   }));
   const listening = await Promise.all(workers.map((w) => new Promise<boolean>((resolve, reject) => {
@@ -211,7 +256,13 @@ if (!isMainThread) {
     const i = process.argv.indexOf(name);
     return i >= 0 ? Number(process.argv[i + 1]) : def;
   };
-  main(arg('--port', 6001), arg('--threads', 1)).catch((err: unknown) => {
+  const h = process.argv.indexOf('--hop');
+  const hop = h >= 0 ? process.argv[h + 1] : 'port';
+  if (hop !== 'port' && hop !== 'ring') {
+    process.stderr.write(`ceiling-threads: --hop: "${hop}" is not port or ring\n`);
+    process.exit(2);
+  }
+  main(arg('--port', 6001), arg('--threads', 1), hop).catch((err: unknown) => {
     process.stderr.write(`ceiling-threads: ${(err as Error).message}\n`);
     process.exit(1);
   });
