@@ -12,8 +12,10 @@ import { Ev, outName } from '../protocol/events';
 import { createComputer } from './compute';
 import { createSequencer } from './sequencer';
 import type { SequencerCommand, SequencerEvent, SequencerInit } from './init';
+import { nameThread } from '../thread-name';
 
 const init = workerData as SequencerInit;
+nameThread('delta');
 const config = deepFreeze(init.config);
 const log = createLogger(config.log, { thread: 'delta' });
 const post = (e: SequencerEvent) => parentPort!.postMessage(e);

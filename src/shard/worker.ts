@@ -44,9 +44,11 @@ import { createFailover } from './failover';
 import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
 import { heapFigures, type PrimaryCommand, type ShardEvent, type ShardInit } from './init';
+import { nameThread } from '../thread-name';
 
 const init = workerData as ShardInit;
 const { shardId, shards } = init;
+nameThread(`shard-${shardId}`);
 // Frozen again: structured cloning to this thread drops the primary's freeze, and
 // frozen arrays let protocol/origin.ts cache compiled origin matchers.
 const config = deepFreeze(init.config);
