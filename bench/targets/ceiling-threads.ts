@@ -19,31 +19,17 @@
 //
 //   node dist/bench/targets/ceiling-threads.js --port 6001 --threads 4 [--hop port|ring]
 
-import os from 'node:os';
-import path from 'node:path';
 import { isMainThread, MessageChannel, type MessagePort, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createDoorbell, DoorbellListener, DoorbellRinger } from '../../src/bus/doorbell';
 import { createRingBuffer, RingReader, RingWriter } from '../../src/bus/ring';
-import { launchServer, type TargetDef } from '../harness/target';
+import type { TargetDef } from '../harness/target';
+import { bareTarget, ceilingApp } from './ceiling';
 
 export type Hop = 'port' | 'ring';
 
 export function ceilingThreadsTarget(threads: number, hop: Hop = 'port'): TargetDef {
-  return {
-    name: `ceiling-t${threads}-${hop}`,
-    label: `ceiling (bare uWS) on ${threads} threads, hop: ${hop}`,
-    start: ({ port, tmpDir }) => launchServer({
-      name: `ceiling-t${threads}-${hop}`,
-      cmd: process.execPath,
-      args: [path.join(__dirname, 'ceiling-threads.js'), '--port', String(port), '--threads', String(threads), '--hop', hop],
-      cwd: os.tmpdir(),
-      env: { PATH: process.env.PATH ?? '' },
-      port,
-      tmpDir,
-      readyPath: '/',
-      stopGraceMs: 2000,
-    }),
-  };
+  return bareTarget(`ceiling-t${threads}-${hop}`, `ceiling (bare uWS) on ${threads} threads, hop: ${hop}`, 'ceiling-threads.js',
+    ['--threads', String(threads), '--hop', hop]);
 }
 
 const SLOTS = 4096;
@@ -72,12 +58,24 @@ function serveThread(d: ThreadData): void {
   const myBit = 1 << d.index;
   const local = new Map<string, number>(); // channel → this thread's subscribers
   let nextId = 1;
-  const PONG = '{"event":"pusher:pong","data":"{}"}';
-  const sockets = new Set<import('uWebSockets.js').WebSocket<{ channels: string[] }>>();
-  const app = uWS.App();
+  let send: (t: number, ch: string, frame: string) => void = () => { throw new Error('the hop is not wired yet'); };
+  const { app, sockets } = ceilingApp(uWS, {
+    socketId: () => `${d.index + 1}.${nextId++}`,
+    subscribed: (_ws, ch) => {
+      local.set(ch, (local.get(ch) ?? 0) + 1);
+      Atomics.or(interest, slotOf(ch), myBit); // before subscription_succeeded
+    },
+    closed: (ws) => {
+      for (const ch of ws.getUserData().channels) unsubscribe(ch);
+    },
+    publish: (ch, frame) => {
+      const bits = Atomics.load(interest, slotOf(ch));
+      if (bits & myBit) app.publish(ch, frame, false);
+      for (let t = 0; t < d.threads; t++) if (t !== d.index && bits & (1 << t)) send(t, ch, frame);
+    },
+  });
 
   // The hop: send(t, ch, frame) to thread t; what arrives is published on this thread.
-  let send: (t: number, ch: string, frame: string) => void;
   let stopHop: () => void;
   if (d.hop === 'port') {
     for (const p of d.ports) {
@@ -119,82 +117,6 @@ function serveThread(d: ThreadData): void {
     for (const other of local.keys()) if (slotOf(other) === slot) return;
     Atomics.and(interest, slot, ~myBit);
   };
-
-  app.ws<{ channels: string[] }>('/app/:key', {
-    compression: uWS.DISABLED,
-    maxPayloadLength: 256 * 1024,
-    maxBackpressure: 1024 * 1024,
-    closeOnBackpressureLimit: 0,
-    idleTimeout: 128,
-    sendPingsAutomatically: true,
-    upgrade: (res, req, ctx) => {
-      res.upgrade({ channels: [] }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'),
-        req.getHeader('sec-websocket-extensions'), ctx);
-    },
-    open: (ws) => {
-      sockets.add(ws);
-      ws.send('{"event":"pusher:connection_established","data":' +
-        JSON.stringify(JSON.stringify({ socket_id: `${d.index + 1}.${nextId++}`, activity_timeout: 120 })) + '}', false);
-    },
-    message: (ws, message) => {
-      let m: { event?: string; data?: { channel?: string } };
-      try {
-        m = JSON.parse(Buffer.from(message).toString('utf8')) as typeof m;
-      } catch {
-        return;
-      }
-      if (m.event === 'pusher:subscribe' && typeof m.data?.channel === 'string') {
-        const ch = m.data.channel;
-        ws.subscribe(ch);
-        ws.getUserData().channels.push(ch);
-        local.set(ch, (local.get(ch) ?? 0) + 1);
-        Atomics.or(interest, slotOf(ch), myBit); // before subscription_succeeded
-        ws.send('{"event":"pusher_internal:subscription_succeeded","channel":' + JSON.stringify(ch) + ',"data":"{}"}', false);
-      } else if (m.event === 'pusher:ping') {
-        ws.send(PONG, false);
-      }
-    },
-    close: (ws) => {
-      sockets.delete(ws);
-      for (const ch of ws.getUserData().channels) unsubscribe(ch);
-    },
-  });
-
-  app.post('/apps/:id/events', (res) => {
-    let aborted = false;
-    res.onAborted(() => {
-      aborted = true;
-    });
-    const chunks: Buffer[] = [];
-    res.onData((ab, isLast) => {
-      chunks.push(Buffer.from(ab.slice(0)));
-      if (!isLast || aborted) return;
-      const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-      let status = '200 OK';
-      let reply = '{}';
-      try {
-        const ev = JSON.parse(body.toString('utf8')) as { name: string; channels: string[]; data: string };
-        const tail = ',"data":' + JSON.stringify(ev.data) + '}';
-        const head = '{"event":' + JSON.stringify(ev.name) + ',"channel":';
-        for (const ch of ev.channels) {
-          const frame = head + JSON.stringify(ch) + tail;
-          const bits = Atomics.load(interest, slotOf(ch));
-          if (bits & myBit) app.publish(ch, frame, false);
-          for (let t = 0; t < d.threads; t++) if (t !== d.index && bits & (1 << t)) send(t, ch, frame);
-        }
-      } catch {
-        status = '400 Bad Request';
-        reply = '{"error":"bad body"}';
-      }
-      res.cork(() => {
-        res.writeStatus(status).writeHeader('Content-Type', 'application/json').end(reply);
-      });
-    });
-  });
-
-  app.get('/*', (res) => {
-    res.end('OK');
-  });
 
   let listenSocket: import('uWebSockets.js').us_listen_socket | null = null;
   app.listen('127.0.0.1', d.port, (ls) => {

@@ -17,43 +17,64 @@ import os from 'node:os';
 import path from 'node:path';
 import { launchServer, type TargetDef } from '../harness/target';
 
-export const ceilingTarget: TargetDef = {
-  name: 'ceiling',
-  label: 'ceiling (bare uWS)',
-  start: ({ port, tmpDir }) => launchServer({
-    name: 'ceiling',
-    cmd: process.execPath,
-    args: [path.join(__dirname, 'ceiling.js'), '--port', String(port)],
-    cwd: os.tmpdir(),
-    env: { PATH: process.env.PATH ?? '' },
-    port,
-    tmpDir,
-    readyPath: '/',
-    stopGraceMs: 2000,
-  }),
-};
+/** A bare server of this folder run as its own program (`script`, built next to this file). */
+export function bareTarget(name: string, label: string, script: string, args: string[] = []): TargetDef {
+  return {
+    name,
+    label,
+    start: ({ port, tmpDir }) => launchServer({
+      name,
+      cmd: process.execPath,
+      args: [path.join(__dirname, script), '--port', String(port), ...args],
+      cwd: os.tmpdir(),
+      env: { PATH: process.env.PATH ?? '' },
+      port,
+      tmpDir,
+      readyPath: '/',
+      stopGraceMs: 2000,
+    }),
+  };
+}
 
-function serve(port: number): void {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const uWS = require('uWebSockets.js') as typeof import('uWebSockets.js');
-  let nextId = 1;
-  const established = (): string =>
-    '{"event":"pusher:connection_established","data":' +
-    JSON.stringify(JSON.stringify({ socket_id: `1.${nextId++}`, activity_timeout: 120 })) + '}';
+export const ceilingTarget: TargetDef = bareTarget('ceiling', 'ceiling (bare uWS)', 'ceiling.js');
+
+type UWS = typeof import('uWebSockets.js');
+export type CeilingSocket = import('uWebSockets.js').WebSocket<{ channels: string[] }>;
+
+export interface CeilingHooks {
+  /** socket_id of a new connection. */
+  socketId(): string;
+  /** A socket subscribed to ch (called before subscription_succeeded is sent). */
+  subscribed?(ws: CeilingSocket, ch: string): void;
+  /** A socket closed; ws.getUserData().channels lists what it had subscribed to. */
+  closed?(ws: CeilingSocket): void;
+  /** A publish's frame for ch, built once. */
+  publish(ch: string, frame: string): void;
+}
+
+/**
+ * The ceiling's routes on a new uWS App (the comment at the top of this file), shared with
+ * the threaded ceiling (ceiling-threads.ts), which differs only in where a publish goes.
+ */
+export function ceilingApp(uWS: UWS, hooks: CeilingHooks): { app: import('uWebSockets.js').TemplatedApp; sockets: Set<CeilingSocket> } {
   const PONG = '{"event":"pusher:pong","data":"{}"}';
-  const sockets = new Set<import('uWebSockets.js').WebSocket<unknown>>();
-
+  const sockets = new Set<CeilingSocket>();
   const app = uWS.App();
-  app.ws('/app/:key', {
+  app.ws<{ channels: string[] }>('/app/:key', {
     compression: uWS.DISABLED,
     maxPayloadLength: 256 * 1024,
     maxBackpressure: 1024 * 1024,
     closeOnBackpressureLimit: 0,
     idleTimeout: 128,
     sendPingsAutomatically: true,
+    upgrade: (res, req, ctx) => {
+      res.upgrade({ channels: [] }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'), ctx);
+    },
     open: (ws) => {
       sockets.add(ws);
-      ws.send(established(), false);
+      ws.send('{"event":"pusher:connection_established","data":' +
+        JSON.stringify(JSON.stringify({ socket_id: hooks.socketId(), activity_timeout: 120 })) + '}', false);
     },
     message: (ws, message) => {
       let m: { event?: string; data?: { channel?: string } };
@@ -65,6 +86,8 @@ function serve(port: number): void {
       if (m.event === 'pusher:subscribe' && typeof m.data?.channel === 'string') {
         const ch = m.data.channel;
         ws.subscribe(ch);
+        ws.getUserData().channels.push(ch);
+        hooks.subscribed?.(ws, ch);
         ws.send('{"event":"pusher_internal:subscription_succeeded","channel":' + JSON.stringify(ch) + ',"data":"{}"}', false);
       } else if (m.event === 'pusher:ping') {
         ws.send(PONG, false);
@@ -72,6 +95,7 @@ function serve(port: number): void {
     },
     close: (ws) => {
       sockets.delete(ws);
+      hooks.closed?.(ws);
     },
   });
 
@@ -91,7 +115,7 @@ function serve(port: number): void {
         const ev = JSON.parse(body.toString('utf8')) as { name: string; channels: string[]; data: string };
         const tail = ',"data":' + JSON.stringify(ev.data) + '}';
         const head = '{"event":' + JSON.stringify(ev.name) + ',"channel":';
-        for (const ch of ev.channels) app.publish(ch, head + JSON.stringify(ch) + tail, false);
+        for (const ch of ev.channels) hooks.publish(ch, head + JSON.stringify(ch) + tail);
       } catch {
         status = '400 Bad Request';
         reply = '{"error":"bad body"}';
@@ -104,6 +128,17 @@ function serve(port: number): void {
 
   app.get('/*', (res) => {
     res.end('OK');
+  });
+  return { app, sockets };
+}
+
+function serve(port: number): void {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const uWS = require('uWebSockets.js') as UWS;
+  let nextId = 1;
+  const { app, sockets } = ceilingApp(uWS, {
+    socketId: () => `1.${nextId++}`,
+    publish: (ch, frame) => app.publish(ch, frame, false),
   });
 
   let listenSocket: import('uWebSockets.js').us_listen_socket | null = null;
