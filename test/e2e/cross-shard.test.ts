@@ -315,7 +315,11 @@ t.test('socket_id exclusion works whichever shard serves the HTTP request', asyn
 });
 
 t.test('max_connections is counted across shards', async (t) => {
-  const conns = await Promise.all(Array.from({ length: CLIENTS }, () => connectFirst(srv.wsUrl(LIMITED.key))));
+  // One after the other: the first LIMIT connections are then the ones accepted, each on the
+  // shard SO_REUSEPORT picks (all on one shard: 4 × 4^-8). Opened all at once, the accepted
+  // ones were those of whichever shard ran first, sometimes all of one shard.
+  const conns: { client: RawClient; first: Frame }[] = [];
+  for (let i = 0; i < CLIENTS; i++) conns.push(await connectFirst(srv.wsUrl(LIMITED.key)));
   const all = conns.map((c) => c.client);
   t.teardown(() => Promise.all(all.map((c) => c.close().catch(() => undefined))));
   const accepted = conns.filter((c) => c.first.event === 'pusher:connection_established').map((c) => c.client);

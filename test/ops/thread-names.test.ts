@@ -25,9 +25,10 @@ t.test('shards, the delta sequencer and its pool threads are named', async (t) =
     const names = threadNames();
     for (let i = 0; i < WORKERS; i++) t.equal(names.filter((n) => n === `shard-${i}`).length, 1, `one thread named shard-${i}`);
     t.equal(names.filter((n) => n.startsWith('shard-')).length, WORKERS, 'no other shard names');
-    // at least one: a thread that a named thread starts is born with its name (Linux), and
-    // under tap the sequencer (which keeps the process's node flags, unlike the shards)
-    // starts one more, tap's loader-hooks thread
+    // at least one: a thread that a named thread starts is born with its name (Linux), so a
+    // helper the sequencer starts may show `delta` too (the sequencer keeps the process's node
+    // flags, unlike the shards: under a test runner that installs module loader hooks, their
+    // hooks thread)
     t.ok(names.includes('delta'), 'the delta sequencer');
     // the pool's thread loads its task module (and names itself) with the warm-up task,
     // which the sequencer runs before it reports ready
