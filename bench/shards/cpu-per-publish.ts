@@ -70,7 +70,6 @@ function parse(argv: string[]): Opts {
   for (const w of workers) if (!Number.isInteger(w) || w < 1 || w > 64) throw new Error(`--workers: "${w}" is not a shard count (1–64)`);
   const target = o.get('target') ?? 'ringcast';
   if (target !== 'ringcast' && target !== 'ceiling' && target !== 'ceiling-ring') throw new Error(`--target: "${target}" is not ringcast, ceiling or ceiling-ring`);
-  if (target !== 'ringcast' && workers.some((w) => w > 32)) throw new Error(`--target ${target}: at most 32 threads`);
   return {
     workers, rounds: Math.floor(num('rounds', 3, 1)), publishes: Math.floor(num('publishes', 5000, 100)),
     rate: num('rate', 1000, 1), conns: Math.floor(num('conns', 16, 1)), warmupS: num('warmup', 3, 0),

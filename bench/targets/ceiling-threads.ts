@@ -6,8 +6,8 @@
 //
 //   POST /apps/:id/events → for each channel: uWS publish on this thread if this thread
 //                     has a subscriber of it, and one message to every other thread that has
-//                     (a shared interest bit per thread and channel slot, as ringcast's
-//                     channels/interest.ts); answers 200 {}. No auth, no limits.
+//                     (ringcast's own interest table, channels/interest.ts: a shared bit
+//                     per thread and channel slot); answers 200 {}. No auth, no limits.
 //   WS  /app/:key     → connection_established, pusher:subscribe (sets this thread's bit),
 //                     pusher:ping.
 //
@@ -22,6 +22,7 @@
 import { isMainThread, MessageChannel, type MessagePort, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createDoorbell, DoorbellListener, DoorbellRinger } from '../../src/bus/doorbell';
 import { createRingBuffer, RingReader, RingWriter } from '../../src/bus/ring';
+import { allocateInterest, Interest } from '../../src/channels/interest';
 import type { TargetDef } from '../harness/target';
 import { bareTarget, ceilingApp } from './ceiling';
 
@@ -32,13 +33,8 @@ export function ceilingThreadsTarget(threads: number, hop: Hop = 'port'): Target
     ['--threads', String(threads), '--hop', hop]);
 }
 
-const SLOTS = 4096;
-
-function slotOf(channel: string): number {
-  let h = 2166136261;
-  for (let i = 0; i < channel.length; i++) h = Math.imul(h ^ channel.charCodeAt(i), 16777619);
-  return (h >>> 0) % SLOTS;
-}
+/** Every channel of the floor server belongs to one app (Interest hashes app and channel). */
+const APP_ID = 'bench';
 
 interface ThreadData {
   index: number; threads: number; port: number; interest: SharedArrayBuffer; hop: Hop;
@@ -54,24 +50,21 @@ const RING_BYTES = 256 * 1024;
 function serveThread(d: ThreadData): void {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const uWS = require('uWebSockets.js') as typeof import('uWebSockets.js');
-  const interest = new Int32Array(d.interest); // slot → bit per thread (≤ 32 threads)
-  const myBit = 1 << d.index;
-  const local = new Map<string, number>(); // channel → this thread's subscribers
+  const interest = new Interest(d.interest, d.threads, d.index);
+  const targets: number[] = [];
   let nextId = 1;
   let send: (t: number, ch: string, frame: string) => void = () => { throw new Error('the hop is not wired yet'); };
   const { app, sockets } = ceilingApp(uWS, {
     socketId: () => `${d.index + 1}.${nextId++}`,
-    subscribed: (_ws, ch) => {
-      local.set(ch, (local.get(ch) ?? 0) + 1);
-      Atomics.or(interest, slotOf(ch), myBit); // before subscription_succeeded
-    },
+    subscribed: (_ws, ch) => interest.add(APP_ID, ch), // before subscription_succeeded
     closed: (ws) => {
-      for (const ch of ws.getUserData().channels) unsubscribe(ch);
+      for (const ch of ws.getUserData().channels) interest.remove(APP_ID, ch);
     },
     publish: (ch, frame) => {
-      const bits = Atomics.load(interest, slotOf(ch));
-      if (bits & myBit) app.publish(ch, frame, false);
-      for (let t = 0; t < d.threads; t++) if (t !== d.index && bits & (1 << t)) send(t, ch, frame);
+      for (const t of interest.targets(APP_ID, ch, targets)) {
+        if (t === d.index) app.publish(ch, frame, false);
+        else send(t, ch, frame);
+      }
     },
   });
 
@@ -108,16 +101,6 @@ function serveThread(d: ThreadData): void {
     stopHop = () => listener.stop();
   }
 
-  const unsubscribe = (ch: string): void => {
-    const n = (local.get(ch) ?? 1) - 1;
-    if (n > 0) { local.set(ch, n); return; }
-    local.delete(ch);
-    // the bit is per slot: clear it only when no channel of the slot is left here
-    const slot = slotOf(ch);
-    for (const other of local.keys()) if (slotOf(other) === slot) return;
-    Atomics.and(interest, slot, ~myBit);
-  };
-
   let listenSocket: import('uWebSockets.js').us_listen_socket | null = null;
   app.listen('127.0.0.1', d.port, (ls) => {
     listenSocket = ls || null;
@@ -137,10 +120,10 @@ function serveThread(d: ThreadData): void {
 }
 
 async function main(port: number, threads: number, hop: Hop): Promise<void> {
-  if (threads < 1 || threads > 32) throw new Error('--threads: 1 to 32');
+  if (threads < 1 || threads > 64) throw new Error('--threads: 1 to 64');
   const rings = Array.from({ length: threads }, (_, a) => Array.from({ length: threads }, (_, b) => (a === b ? null : createRingBuffer(RING_BYTES))));
   const doorbells = Array.from({ length: threads }, () => createDoorbell());
-  const interest = new SharedArrayBuffer(SLOTS * 4);
+  const interest = allocateInterest(threads);
   // one MessageChannel per pair of threads
   const ports: (MessagePort | null)[][] = Array.from({ length: threads }, () => Array<MessagePort | null>(threads).fill(null));
   for (let a = 0; a < threads; a++) {

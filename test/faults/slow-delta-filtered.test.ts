@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import WebSocket from 'ws';
-import { APP, startServer, type TestServer } from '../helpers/server';
+import { APP, eventually, startServer, type TestServer } from '../helpers/server';
 import { core, type Decoder } from '../delta/clients';
 import { metric, publish } from './api';
 import { TcpWs } from './raw-ws';
@@ -154,11 +154,8 @@ for (const kind of ['delta', 'filtered'] as const) {
       // A shard adds a socket's drops to the counter when it unmutes the socket or at its
       // 1 s sweep: a probe dropped in a last short mute may still be pending. Read until the
       // count reaches what the client missed (an over-count fails at once).
-      let dropped = await metric(port, 'websocket_messages_dropped_total');
-      for (const end = Date.now() + 5000; dropped < missed && Date.now() < end;) {
-        await new Promise((r) => setTimeout(r, 100));
-        dropped = await metric(port, 'websocket_messages_dropped_total');
-      }
+      let dropped = 0;
+      await eventually(async () => (dropped = await metric(port, 'websocket_messages_dropped_total')) >= missed, 5000).catch(() => undefined);
       t.equal(dropped, missed, `every message it missed counted, no other (${dropped}, ${probesDropped} of them probes)`);
       t.ok(await metric(port, 'websocket_buffer_full_total', { action: 'drop' }) >= 1, 'buffer_full{action="drop"} counted');
 
