@@ -7,7 +7,7 @@ import { ConfigError, loadConfig } from './config';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
-import { reloadOnSighup } from './shard/reloader';
+import { reloadOnSighup } from './primary/reloader';
 
 const USAGE = `Usage:
   ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
@@ -88,7 +88,7 @@ export async function main(argv: string[]): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  const hup = reloadOnSighup(file, log); // SIGHUP reloads the apps from the same file (shard/reloader.ts)
+  const hup = reloadOnSighup(file, log); // SIGHUP reloads the apps from the same file (primary/reloader.ts)
   let server;
   try {
     server = await start(config, log);

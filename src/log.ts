@@ -2,7 +2,7 @@
 //
 // Every thread logs through pino, but only the primary writes: a shard's logger serializes
 // its line (pino's JSON, on the shard) and posts it over its own MessagePort (created by
-// shard/spawn.ts); the primary writes each line whole to the process's one destination.
+// primary/spawn.ts); the primary writes each line whole to the process's one destination.
 // So lines of different threads never interleave, whatever their size (several threads
 // writing to fd 1 themselves are only atomic up to PIPE_BUF), and a shard never formats
 // human-readable text or waits on stdout.

@@ -27,11 +27,11 @@ import { PromMetrics } from './metrics/registry';
 import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent } from './shard/init';
-import { freePort, spawnShard, stopShards, type ShardHandle } from './shard/spawn';
-import { createReloader, type ReloadResult } from './shard/reloader';
-import { openConsole } from './shard/console';
-import { startPrimaryCluster } from './shard/cluster';
-import { superviseShards, type ShardBase, type Started } from './shard/supervisor';
+import { freePort, spawnShard, stopShards, type ShardHandle } from './primary/spawn';
+import { createReloader, type ReloadResult } from './primary/reloader';
+import { openConsole } from './primary/console';
+import { startPrimaryCluster } from './primary/cluster';
+import { superviseShards, type ShardBase, type Started } from './primary/supervisor';
 import { appsWithWebhooks, startWebhookService, type WebhookService } from './webhooks/service';
 import { spawnSequencer } from './delta/spawn';
 import { deltaRoute } from './delta/stage';
@@ -53,7 +53,7 @@ export interface RunningServer {
   /** The config in force (after a reload: with the reloaded apps). */
   readonly config: Config;
   /**
-   * Applies the apps of `next` in every shard (SIGHUP, see cli.ts and src/shard/reloader.ts): added,
+   * Applies the apps of `next` in every shard (SIGHUP, see cli.ts and src/primary/reloader.ts): added,
    * removed (connections closed with 4001), disabled (4003), changed (connections stay).
    * Other settings are not reloaded (logged). Rejects, changing nothing, when `next` cannot be used.
    */

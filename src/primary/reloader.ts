@@ -8,7 +8,7 @@ import { planReload, type ReloadPlan } from '../apps/reload';
 import { deepFreeze, loadConfig } from '../config';
 import { assertSupported } from '../config/support';
 import type { AppConfig, Config } from '../config/types';
-import type { PrimaryCommand, ShardEvent } from './init';
+import type { PrimaryCommand, ShardEvent } from '../shard/init';
 import { eventOf, type ShardHandle } from './spawn';
 
 export interface ReloadResult extends Omit<ReloadPlan, 'apps' | 'slots'> {

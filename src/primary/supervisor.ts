@@ -12,7 +12,7 @@ import type { PrimaryEndpoint } from '../channels/bridge';
 import { Interest } from '../channels/interest';
 import type { SequencerHandle } from '../delta/spawn';
 import type { MetricsSink } from '../metrics/types';
-import type { PrimaryCommand, ShardEvent, ShardInit } from './init';
+import type { PrimaryCommand, ShardEvent, ShardInit } from '../shard/init';
 import { eventOf, spawnShard, type ShardHandle } from './spawn';
 
 /** What every shard of this server shares; a replacement shard starts with the same (its rings renewed). */

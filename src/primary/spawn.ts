@@ -7,7 +7,7 @@ import path from 'node:path';
 import { MessageChannel, Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { relayLogs } from '../log';
-import type { PrimaryCommand, ShardEvent, ShardInit } from './init';
+import type { PrimaryCommand, ShardEvent, ShardInit } from '../shard/init';
 
 export interface ShardHandle {
   worker: Worker;
@@ -84,7 +84,7 @@ export function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle;
   // The shard's log lines come back whole over their own port (log.ts); the port closes with the thread.
   const logs = new MessageChannel();
   const drainLogs = relayLogs(init.config.log, logs.port1);
-  const worker = new Worker(path.join(__dirname, 'worker.js'), {
+  const worker = new Worker(path.join(__dirname, '..', 'shard', 'worker.js'), {
     workerData: { ...init, logPort: logs.port2 }, transferList: [logs.port2],
     execArgv: shardExecArgv(), resourceLimits: shardResourceLimits,
   });
