@@ -28,7 +28,7 @@ const LAYERS = [
   ['listeners/'],
   ['redis/'],
   ['apps/'],
-  ['log.ts', 'thread-name.ts'],
+  ['log.ts', 'thread-name.ts', 'runtime.ts'],
   ['protocol/', 'bus/', 'config/', 'filter/'],
 ];
 const esc = (s) => s.replace(/\./g, '\\.');
