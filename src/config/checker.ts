@@ -106,7 +106,7 @@ export class Checker {
     for (let k = key; ;) {
       const src = this.origins.get(k);
       if (src) return ` (from ${src})`;
-      const parent = k.replace(/(\.[^.]*|\[\d+\])$/, '');
+      const parent = k.replace(/(\.[^.[]*|\[\d+\])$/, '');
       if (parent === k || parent === '') return '';
       k = parent;
     }

@@ -34,7 +34,7 @@ export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = envTa
 
 /** Default app env vars → app field (AppSchema's `x-env`). The first three are required together. */
 export const APP_ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> =
-  envTable(Object.entries(AppSchema.properties) as [string, Record<string, unknown>][]);
+  envTable(Object.entries(AppSchema.properties));
 const REQUIRED_APP_VARS = ['SERVICE_DEFAULT_APP_ID', 'SERVICE_DEFAULT_APP_KEY', 'SERVICE_DEFAULT_APP_SECRET'];
 
 export interface EnvSetting {

@@ -17,8 +17,10 @@ import { GlobalSchema, type GlobalConfig } from './schema';
 import { check, decode, keyOf } from './issues';
 import { globalRules } from './rules';
 import { validateApps } from './apps';
+import { deepFreeze } from './freeze';
 
 export { ConfigError } from './checker';
+export { deepFreeze } from './freeze';
 export type { ConfigIssue } from './checker';
 export { defaultConfig } from './defaults';
 export type { Config, AppConfig } from './types';
@@ -70,15 +72,6 @@ export function loadConfig(opts: LoadConfigOptions = {}): Config {
   const apps = validateApps(c, tree, global, env.app);
   c.throwIfAny();
   return deepFreeze({ ...global, apps });
-}
-
-/** Freezes an object graph in place and returns it. */
-export function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
 }
 
 function readYaml(file: string): Record<string, unknown> {

@@ -23,6 +23,7 @@ export function keyOf(base: string, path: Path): string {
 /** The rule text of a node: "must be …". */
 export function ruleOf(s: Node): string {
   if (typeof s['x-rule'] === 'string') return s['x-rule'];
+  if ('const' in s) return `must be one of ${String(s.const)}`; // a one-choice union is its literal
   const anyOf = s.anyOf as Node[] | undefined;
   if (anyOf) {
     const nonNull = anyOf.filter((v) => v.type !== 'null');
@@ -50,7 +51,7 @@ function jsonType(v: unknown): string {
 }
 
 function accepts(s: Node, t: string): boolean {
-  const type = s.type === 'integer' ? 'number' : s.type;
+  const type: unknown = s.type === 'integer' ? 'number' : s.type;
   return type === t;
 }
 

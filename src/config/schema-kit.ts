@@ -97,7 +97,8 @@ export function oneOf<const T extends string>(values: readonly T[], def: T, d: D
 
 /** A list of non-blank strings. */
 export function strList(def: string[], d: Doc) {
-  return Type.Array(Type.String({ pattern: '\\S' }), { default: def, ...meta(d) });
+  // a bad entry is reported as the list's problem, with the whole list shown
+  return Type.Array(Type.String({ pattern: '\\S', 'x-rule': 'must be a list of non-empty strings', 'x-at-parent': true }), { default: def, ...meta(d) });
 }
 
 /** "host:port" ("[::1]:7000" for IPv6), as parseHostPort reads it. */

@@ -16,18 +16,12 @@ import { FormatRegistry, Type, type StaticDecode } from '@sinclair/typebox';
 import {
   bool, choice, fileMode, hostPorts, int, intOrNull, meta, oneOf, optStr, port, section, str, strList, text,
 } from './schema-kit';
+import { HEADER_NAME, MAX_WORKERS, WEBHOOK_EVENT_TYPES } from './constants';
 
-/** Upper bound for `workers` (the default is capped to it). */
-export const MAX_WORKERS = 256;
+export { HEADER_NAME, MAX_WORKERS, WEBHOOK_EVENT_TYPES };
 
-/** An HTTP header name (RFC 9110 token). */
-export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_RULE = 'must be an HTTP header name (letters, digits and !#$%&\'*+.^_`|~-)';
 
-export const WEBHOOK_EVENT_TYPES = [
-  'channel_occupied', 'channel_vacated', 'member_added', 'member_removed',
-  'client_event', 'cache_miss', 'subscription_count',
-] as const;
 
 /** The checks a pattern cannot make (the JSON Schema keeps the pattern, editors skip the format). */
 FormatRegistry.Set('ringcast-http-url', (s) => s === '' || httpUrl(s, ['http:', 'https:']));

@@ -20,7 +20,7 @@ import { createPublisher } from '../channels/publisher';
 import { createUserDirectory } from '../channels/user-directory';
 import { createUserOwner, isUserMsg } from '../channels/users';
 import { registerRoutes } from '../http/router';
-import { deepFreeze } from '../config';
+import { deepFreeze } from '../config/freeze';
 import { createShardLogger, moduleLogger } from '../log';
 import { createRateLimiter, STARTUP_TIMEOUT_MS } from '../ratelimit';
 import { metersFor } from '../metrics/meters';
