@@ -7,6 +7,24 @@ import { accessSync, constants as fsc, statSync } from 'node:fs';
 import type { Checker } from './checker';
 import type { GlobalConfig } from './schema';
 
+/** The rules below and in apps.ts / support.ts, one line each (docs/configuration.md). */
+export const RULES: readonly string[] = [
+  '`ssl.cert_path` and `ssl.key_path` name readable PEM files when `ssl.enabled` is true.',
+  '`ssl.redirect_http` needs `ssl.enabled: true`, and then `ssl.http_port` differs from `port`.',
+  '`log.colors_enabled` applies to `log.output_format: human` only.',
+  '`metrics.port` differs from `port` when `metrics.enabled` is true.',
+  '`console.port` differs from `port` and, with metrics on, from `metrics.port`; `console.token` has at least 16 characters, or is null.',
+  '`adapter.cluster_health.heartbeat_interval_ms` ≤ `node_timeout_ms` / 3 when cluster health is enabled.',
+  '`database.redis_cluster.nodes` lists at least one node when `adapter.driver`, `cache.driver` or `rate_limiter.driver` is redis-cluster; `adapter.nats.servers` lists at least one server when `adapter.driver` is nats.',
+  '`delta_compression.cluster_coordination` needs `adapter.driver` redis, redis-cluster or nats.',
+  '`database.redis.pool_min` ≤ `database.redis.pool_max`; `database.pooling.min` ≤ `database.pooling.max`.',
+  "`cors.origin` does not contain '*' when `cors.credentials` is true (browsers reject it).",
+  '`bus.max_spill_bytes` ≥ 2 × `event_limits.max_payload_in_kb` KiB, so that the largest event can queue.',
+  '`webhooks.retry.initial_delay_ms` ≤ `webhooks.retry.max_delay_ms`; `webhooks.signature_header` differs from `webhooks.key_header` (in any case).',
+  'Apps: ids and keys are unique; webhook header names are HTTP header names and their values hold no CR, LF or NUL; a `lambda://` URL names a function ARN; `app_manager.driver: memory` is refused.',
+  'Refused when changed from the default (src/config/support.ts): `database.pooling.*`, `database.redis.pool_min`, `database.redis.pool_max`, `adapter.buffer_multiplier_per_cpu`.',
+];
+
 export function globalRules(c: Checker, cfg: GlobalConfig): void {
   if (cfg.ssl.enabled && c.ok('ssl.enabled')) {
     for (const k of ['cert_path', 'key_path'] as const) {
@@ -63,9 +81,6 @@ export function globalRules(c: Checker, cfg: GlobalConfig): void {
   }
   if (c.ok('webhooks.key_header', 'webhooks.signature_header') && cfg.webhooks.key_header.toLowerCase() === cfg.webhooks.signature_header.toLowerCase()) {
     c.fail('webhooks.signature_header', 'must differ from webhooks.key_header', cfg.webhooks.signature_header);
-  }
-  if (c.ok('metrics.prefix') && !/^([a-zA-Z_:][a-zA-Z0-9_:]*)?$/.test(cfg.metrics.prefix)) {
-    c.fail('metrics.prefix', 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', cfg.metrics.prefix);
   }
 }
 

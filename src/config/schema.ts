@@ -338,7 +338,7 @@ export const AppSchema = Type.Object({
   })),
 }, { additionalProperties: false, 'x-unknown': 'is not a known app setting', 'x-rule': 'must be a mapping with id, key and secret' });
 
-const AppList = Type.Union([Type.Array(AppSchema), Type.Null()], { default: [], ...meta({ doc: 'Apps (see App below); both lists are used. Ids and keys must be unique.', rule: 'must be a list of apps' }) });
+const AppList = Type.Union([Type.Array(AppSchema), Type.Null()], { default: [], ...meta({ doc: 'Apps, each with id, key, secret and optional settings (docs/configuration.md, "Apps"); both lists are used. Ids and keys must be unique.', rule: 'must be a list of apps' }) });
 
 export const AppManagerSchema = section({
   driver: oneOf(['array', 'memory'], 'array', { doc: 'The app store: array (apps from the configuration); memory is not in this build.' }),
