@@ -7,6 +7,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -20,11 +21,11 @@ for (const [file, text] of Object.entries(generatedFiles())) {
   try { old = readFileSync(target, 'utf8'); } catch { /* new file */ }
   if (old === text) continue;
   if (process.argv.includes('--check')) {
-    console.error(`${file} is out of date: run node scripts/config-schema.mjs`);
+    process.stderr.write(`${file} is out of date: run node scripts/config-schema.mjs\n`);
     stale++;
   } else {
     writeFileSync(target, text);
-    console.log(`wrote ${file}`);
+    process.stdout.write(`wrote ${file}\n`);
   }
 }
 process.exit(stale > 0 ? 1 : 0);

@@ -17,7 +17,7 @@ export function jsonSchema(): Node {
   return {
     $schema: 'http://json-schema.org/draft-07/schema#',
     title: 'ringcast configuration (config.yaml)',
-    ...publish(ConfigFileSchema as unknown as Node, true),
+    ...publish(ConfigFileSchema, true),
     description: 'Generated from src/config/schema.ts by scripts/config-schema.mjs; reference: docs/configuration.md.',
   };
 }
@@ -72,11 +72,10 @@ ringcast reads its configuration in layers, lowest first: built-in defaults →
 \`config.yaml\` (or \`--config FILE\`) → environment variables → (tests) programmatic
 overrides. A key the schema does not have is an error (with a "did you mean"), and so is a
 value of the wrong type; every problem is reported at once, naming the key, the rule, the
-value and where it was set:
+value and where it was set; \`ringcast start\` then exits with status 78:
 
 \`\`\`
-ringcast: invalid configuration (1 error):
-  - port must be an integer between 0 and 65535, got -1 (from config.yaml)
+ringcast: invalid configuration: port must be an integer between 0 and 65535, got -1 (from config.yaml)
 \`\`\`
 
 \`ringcast check-config [--config FILE]\` prints the effective configuration (secrets
@@ -128,11 +127,11 @@ export function markdownReference(): string {
   for (const [k, p] of Object.entries(GlobalSchema.properties as Record<string, Node>)) {
     if (p['x-section']) parts.push(...sectionDoc(k, p, 2));
   }
-  parts.push(`## Apps (\`apps[]\`)\n\nApps are listed under \`apps\` and/or \`app_manager.array.apps\` (both lists are used), plus one default app from \`SERVICE_DEFAULT_APP_ID\`, \`_KEY\` and \`_SECRET\` (all three, or none), which replaces an app with the same id. Ids and keys must be unique. Only \`id\`, \`key\` and \`secret\` are required; a limit an app leaves out takes the global key's value.\n\n${objectTable('', AppSchema as unknown as Node)}`);
-  parts.push(`### Webhook (\`apps[].webhooks[]\`)\n\n${objectTable('', WebhookSchema as unknown as Node)}`);
+  parts.push(`## Apps (\`apps[]\`)\n\nApps are listed under \`apps\` and/or \`app_manager.array.apps\` (both lists are used), plus one default app from \`SERVICE_DEFAULT_APP_ID\`, \`_KEY\` and \`_SECRET\` (all three, or none), which replaces an app with the same id. Ids and keys must be unique. Only \`id\`, \`key\` and \`secret\` are required; a limit an app leaves out takes the global key's value.\n\n${objectTable('', AppSchema)}`);
+  parts.push(`### Webhook (\`apps[].webhooks[]\`)\n\n${objectTable('', WebhookSchema)}`);
   const deltaObject = (ChannelDeltaValue.anyOf as Node[]).find((v) => v.type === 'object') as Node;
   parts.push(`### Channel delta setting (\`apps[].channel_delta_compression.<pattern>\`)\n\nThe pattern is an exact channel name, \`prefix-*\`, \`*-suffix\` or \`*\`. The setting is \`Fossil\`, \`Xdelta3\`, \`disabled\`, \`inherit\`, or a mapping:\n\n${objectTable('', deltaObject)}`);
-  parts.push(...sectionDoc('app_manager', AppManagerSchema as unknown as Node, 2));
+  parts.push(...sectionDoc('app_manager', AppManagerSchema, 2));
   parts.push(`## Rules across keys\n\nChecked after each key's own rule, on valid values:\n\n${RULES.map((r) => `- ${r}`).join('\n')}\n`);
   parts.push(ADDING);
   return parts.join('\n');
@@ -156,7 +155,7 @@ function table(rows: string[]): string {
 
 function row(key: string, s: Node, required = false): string {
   const env = typeof s['x-env'] === 'string' ? `\`${s['x-env']}\`${s['x-env-ours'] ? ' (ringcast)' : ''}` : '–';
-  const cells = [`\`${key}\``, typeText(s), required ? 'required' : defaultText(s), env, String(s.description ?? '')];
+  const cells = [`\`${key}\``, typeText(s), required ? 'required' : defaultText(s), env, typeof s.description === 'string' ? s.description : ''];
   return `| ${cells.map((c) => c.replace(/\|/g, '\\|').replace(/\n/g, ' ')).join(' | ')} |`;
 }
 
