@@ -106,7 +106,7 @@ const HOST_PORT = '^\\s*(?:\\[[^\\]]+\\]|[^:\\s]+):\\d{1,5}\\s*$';
 
 const HostPort = Type.Transform(Type.Union([
   Type.String({ pattern: HOST_PORT }),
-  Type.Object({ host: str('', { doc: 'host name or address' }), port: port(6379, { doc: 'port' }, 1) },
+  Type.Object({ host: Type.String({ pattern: '\\S', description: 'Host name or address.' }), port: Type.Integer({ minimum: 1, maximum: 65535, description: 'Port.' }) },
     { additionalProperties: false, 'x-unknown': 'is not host or port' }),
 ], { 'x-rule': 'must be a "host:port" string or a {host, port} mapping' }))
   .Decode((v) => (typeof v === 'string' ? parseHostPort(v) as { host: string; port: number } : { host: v.host, port: v.port }))
