@@ -1,8 +1,8 @@
-// The pieces every config validation pass shares: ConfigError (all the issues found, each
-// starting with its exact key path), the Checker that collects them with one method per
-// kind of value, and the small parsers and helpers (host:port, octal modes, "did you
-// mean" suggestions, values shown with secrets masked). validate.ts, validate-apps.ts and
-// env.ts use them.
+// The pieces every config validation step shares: ConfigError (all the issues found, each
+// starting with its exact key path), the Checker that collects them, and the small
+// parsers and helpers (host:port, octal modes, "did you mean" suggestions, values shown
+// with secrets masked). issues.ts (schema problems), rules.ts (rules across keys),
+// apps.ts and env.ts use them.
 
 export interface ConfigIssue { key: string; message: string }
 
@@ -73,9 +73,7 @@ function distance(a: string, b: string): number {
   return prev[b.length];
 }
 
-interface IntOpts { max?: number; nullable?: boolean; rule?: string }
-
-/** Collects issues; each check returns the value typed as wanted (unchecked when it failed). */
+/** Collects issues; rules across keys ask `ok()` so that they only judge valid inputs. */
 export class Checker {
   readonly issues: ConfigIssue[] = [];
   private readonly bad = new Set<string>();
@@ -108,74 +106,10 @@ export class Checker {
     for (let k = key; ;) {
       const src = this.origins.get(k);
       if (src) return ` (from ${src})`;
-      const parent = k.replace(/(\.[^.]*|\[\d+\])$/, '');
+      const parent = k.replace(/(\.[^.[]*|\[\d+\])$/, '');
       if (parent === k || parent === '') return '';
       k = parent;
     }
-  }
-
-  int(key: string, v: unknown, min: number, o: IntOpts = {}): number {
-    if (o.nullable && v === null) return null as unknown as number;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || (o.max !== undefined && v > o.max)) {
-      const rule = o.rule ?? (o.max !== undefined ? `must be an integer between ${min} and ${o.max}`
-        : min === 1 ? 'must be a positive integer' : min === 0 ? 'must be a non-negative integer'
-          : `must be an integer ≥ ${min}`);
-      this.fail(key, rule + (o.nullable && !o.rule ? ' or null' : ''), v);
-    }
-    return v as number;
-  }
-
-  port(key: string, v: unknown, min = 0): number {
-    return this.int(key, v, min, { max: 65535 });
-  }
-
-  bool(key: string, v: unknown): boolean {
-    if (typeof v !== 'boolean') this.fail(key, 'must be a boolean (true or false)', v);
-    return v as boolean;
-  }
-
-  str(key: string, v: unknown, allowEmpty = false): string {
-    if (typeof v !== 'string' || (!allowEmpty && v.trim() === '')) {
-      this.fail(key, allowEmpty ? 'must be a string' : 'must be a non-empty string', v);
-    }
-    return v as string;
-  }
-
-  /** string or null; an empty string counts as null (not set). */
-  optStr(key: string, v: unknown): string | null {
-    if (v === null || v === '') return null;
-    if (typeof v !== 'string') this.fail(key, 'must be a string or null', v);
-    return v as string;
-  }
-
-  oneOf<T extends string>(key: string, v: unknown, allowed: readonly T[]): T {
-    if (!allowed.includes(v as T)) this.fail(key, `must be one of ${allowed.join(', ')}`, v);
-    return v as T;
-  }
-
-  strList(key: string, v: unknown): string[] {
-    if (!Array.isArray(v) || v.some((s) => typeof s !== 'string' || s.trim() === '')) {
-      this.fail(key, 'must be a list of non-empty strings', v);
-      return [];
-    }
-    return [...(v as string[])];
-  }
-
-  /** Accepts `{host, port}` mappings or "host:port" strings ("[::1]:7000" for IPv6). */
-  hostPorts(key: string, v: unknown): { host: string; port: number }[] {
-    if (!Array.isArray(v)) {
-      this.fail(key, 'must be a list of host:port strings or {host, port} mappings', v);
-      return [];
-    }
-    return v.map((item: unknown, i) => {
-      const k = `${key}[${i}]`;
-      const hp = typeof item === 'string' ? parseHostPort(item) : item;
-      if (!isMapping(hp) || Object.keys(hp).some((x) => x !== 'host' && x !== 'port')) {
-        this.fail(k, 'must be a "host:port" string or a {host, port} mapping', item);
-        return { host: '', port: 0 };
-      }
-      return { host: this.str(`${k}.host`, hp.host), port: this.port(`${k}.port`, hp.port, 1) };
-    });
   }
 }
 

@@ -1,101 +1,40 @@
-// Environment variable overrides. Names are exactly the spec's (plus a few of ours,
-// marked). Each variable is parsed here, strictly: a value that does not parse is a
-// ConfigError whose key is the variable name. Range and enum rules are left to the
+// Environment variable overrides, declared on the schema (schema.ts `x-env`; names are
+// exactly the spec's, plus ours marked `x-env-ours`). Each variable is parsed here,
+// strictly, as its key's type reads it: a value that does not parse is a ConfigError
+// whose key is the variable name. Range and enum rules are left to the
 // validation pass, which then names the config key and says "(from env NAME)".
 // An empty variable counts as unset (docker-compose `PORT=` style).
 
 import { ConfigError, parseHostPort, parseOctalMode } from './checker';
-import type { EnvApp } from './validate-apps';
+import type { EnvApp } from './apps';
+import { AppSchema, GlobalSchema } from './schema';
+import { leaves } from './issues';
 
-type Kind = 'str' | 'num' | 'numOrNull' | 'bool' | 'list' | 'nodes' | 'mode';
+export type Kind = 'str' | 'num' | 'numOrNull' | 'bool' | 'list' | 'nodes' | 'mode';
 
-/** env var → [dotted config path, how to parse it]. */
-export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = {
-  HOST: ['host', 'str'],
-  PORT: ['port', 'num'],
-  DOMAIN: ['domain', 'str'],
-  WORKERS: ['workers', 'num'], // ours
-  SHUTDOWN_GRACE_PERIOD: ['shutdown_grace_period', 'num'], // ours, ms
-  UNIX_SOCKET_ENABLED: ['unix_socket.enabled', 'bool'],
-  UNIX_SOCKET_PATH: ['unix_socket.path', 'str'],
-  UNIX_SOCKET_PERMISSION_MODE: ['unix_socket.permission_mode', 'mode'],
-  SSL_ENABLED: ['ssl.enabled', 'bool'],
-  SSL_CERT_PATH: ['ssl.cert_path', 'str'],
-  SSL_KEY_PATH: ['ssl.key_path', 'str'],
-  SSL_REDIRECT_HTTP: ['ssl.redirect_http', 'bool'],
-  SSL_HTTP_PORT: ['ssl.http_port', 'num'],
-  ADAPTER_DRIVER: ['adapter.driver', 'str'],
-  CACHE_DRIVER: ['cache.driver', 'str'],
-  QUEUE_DRIVER: ['queue.driver', 'str'],
-  RATE_LIMITER_DRIVER: ['rate_limiter.driver', 'str'],
-  RATE_LIMITER_ENABLED: ['rate_limiter.enabled', 'bool'],
-  RATE_LIMITER_API_MAX_REQUESTS: ['rate_limiter.api.max_requests', 'numOrNull'],
-  RATE_LIMITER_API_WINDOW_SECONDS: ['rate_limiter.api.window_seconds', 'num'],
-  RATE_LIMITER_API_TRUST_HOPS: ['rate_limiter.api.trust_hops', 'num'],
-  RATE_LIMITER_WS_MAX_REQUESTS: ['rate_limiter.websocket.max_requests', 'numOrNull'],
-  RATE_LIMITER_WS_WINDOW_SECONDS: ['rate_limiter.websocket.window_seconds', 'num'],
-  DATABASE_REDIS_HOST: ['database.redis.host', 'str'],
-  DATABASE_REDIS_PORT: ['database.redis.port', 'num'],
-  DATABASE_REDIS_PASSWORD: ['database.redis.password', 'str'],
-  DATABASE_REDIS_DB: ['database.redis.db', 'num'],
-  REDIS_CLUSTER_NODES: ['database.redis_cluster.nodes', 'nodes'],
-  DATABASE_POOLING_ENABLED: ['database.pooling.enabled', 'bool'],
-  DATABASE_POOL_MIN: ['database.pooling.min', 'num'],
-  DATABASE_POOL_MAX: ['database.pooling.max', 'num'],
-  DATABASE_REDIS_POOL_MIN: ['database.redis.pool_min', 'num'],
-  DATABASE_REDIS_POOL_MAX: ['database.redis.pool_max', 'num'],
-  TAG_FILTERING_ENABLED: ['tag_filtering.enabled', 'bool'],
-  CORS_ORIGINS: ['cors.origin', 'list'],
-  CORS_METHODS: ['cors.methods', 'list'],
-  CORS_HEADERS: ['cors.allowed_headers', 'list'],
-  CORS_CREDENTIALS: ['cors.credentials', 'bool'],
-  METRICS_ENABLED: ['metrics.enabled', 'bool'],
-  METRICS_DRIVER: ['metrics.driver', 'str'],
-  METRICS_HOST: ['metrics.host', 'str'],
-  METRICS_PORT: ['metrics.port', 'num'],
-  METRICS_PROMETHEUS_PREFIX: ['metrics.prefix', 'str'],
-  CONSOLE_ENABLED: ['console.enabled', 'bool'], // ours, like the rest of console.*
-  CONSOLE_HOST: ['console.host', 'str'],
-  CONSOLE_PORT: ['console.port', 'num'],
-  CONSOLE_TOKEN: ['console.token', 'str'],
-  WEBSOCKET_MAX_PAYLOAD_KB: ['websocket.max_payload_kb', 'num'],
-  WEBSOCKET_MAX_MESSAGES: ['websocket.max_messages', 'num'],
-  WEBSOCKET_MAX_BYTES: ['websocket.max_bytes', 'num'],
-  WEBSOCKET_AUTO_PING: ['websocket.auto_ping', 'bool'],
-  WEBSOCKET_PING_INTERVAL: ['websocket.ping_interval', 'num'],
-  WEBSOCKET_ACTIVITY_TIMEOUT: ['websocket.activity_timeout', 'num'], // ours
-  WEBSOCKET_ON_BACKPRESSURE: ['websocket.on_backpressure', 'str'], // ours: drop | close
-  BUS_RING_BYTES: ['bus.ring_bytes', 'num'], // ours
-  BUS_MAX_SPILL_BYTES: ['bus.max_spill_bytes', 'num'], // ours
-  ADAPTER_BUFFER_MULTIPLIER_PER_CPU: ['adapter.buffer_multiplier_per_cpu', 'num'],
-  HTTP_API_REQUEST_LIMIT_IN_MB: ['http.request_limit_in_mb', 'num'],
-  LOG_LEVEL: ['log.level', 'str'], // ours
-  LOG_OUTPUT_FORMAT: ['log.output_format', 'str'],
-  LOG_COLORS_ENABLED: ['log.colors_enabled', 'bool'],
-  LOG_INCLUDE_TARGET: ['log.include_target', 'bool'],
-  WEBHOOK_BATCHING_ENABLED: ['webhooks.batching.enabled', 'bool'],
-  WEBHOOK_BATCHING_DURATION: ['webhooks.batching.duration', 'num'],
-  WEBHOOK_BATCHING_SIZE: ['webhooks.batching.size', 'num'],
-  WEBHOOK_KEY_HEADER: ['webhooks.key_header', 'str'], // ours
-  WEBHOOK_SIGNATURE_HEADER: ['webhooks.signature_header', 'str'], // ours
-  WEBHOOK_TIMEOUT_MS: ['webhooks.timeout_ms', 'num'], // ours
-  WEBHOOK_MAX_RETRIES: ['webhooks.retry.max_retries', 'num'], // ours
-  WEBHOOK_RETRY_INITIAL_DELAY_MS: ['webhooks.retry.initial_delay_ms', 'num'], // ours
-  WEBHOOK_MAX_QUEUE: ['webhooks.max_queue', 'num'], // ours
-  WEBHOOK_LAMBDA_ENDPOINT: ['webhooks.lambda_endpoint', 'str'], // ours
-  NATS_SERVERS: ['adapter.nats.servers', 'list'], // ours
-  DELTA_COMPRESSION_ENABLED: ['delta_compression.enabled', 'bool'], // ours
-};
+/** How an env var's text is read, from the schema node of its key. */
+export function envKind(s: Record<string, unknown>): Kind {
+  if (typeof s['x-env-kind'] === 'string') return s['x-env-kind'] as Kind;
+  if (s.type === 'integer') return 'num';
+  if (s.type === 'boolean') return 'bool';
+  if (s.type === 'array') return (s.items as Record<string, unknown>).anyOf ? 'nodes' : 'list';
+  const anyOf = (s.anyOf ?? []) as Record<string, unknown>[];
+  if (anyOf.some((v) => v.type === 'integer')) return anyOf.some((v) => v.type === 'null') ? 'numOrNull' : 'num';
+  return 'str';
+}
 
-/** Default app env vars → app field. The first three are required together. */
-export const APP_ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = {
-  SERVICE_DEFAULT_APP_ID: ['id', 'str'],
-  SERVICE_DEFAULT_APP_KEY: ['key', 'str'],
-  SERVICE_DEFAULT_APP_SECRET: ['secret', 'str'],
-  SERVICE_DEFAULT_APP_ALLOWED_ORIGINS: ['allowed_origins', 'list'],
-  SERVICE_DEFAULT_APP_MAX_CONNECTIONS: ['max_connections', 'num'],
-  SERVICE_DEFAULT_APP_MAX_EVENT_PAYLOAD_IN_KB: ['max_event_payload_in_kb', 'num'],
-};
+function envTable(entries: [string, Record<string, unknown>][]): Record<string, readonly [string, Kind]> {
+  const out: Record<string, readonly [string, Kind]> = {};
+  for (const [path, s] of entries) if (typeof s['x-env'] === 'string') out[s['x-env']] = [path, envKind(s)];
+  return out;
+}
+
+/** env var → [dotted config path, how to parse it], from the schema's `x-env`. */
+export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = envTable(leaves(GlobalSchema));
+
+/** Default app env vars → app field (AppSchema's `x-env`). The first three are required together. */
+export const APP_ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> =
+  envTable(Object.entries(AppSchema.properties));
 const REQUIRED_APP_VARS = ['SERVICE_DEFAULT_APP_ID', 'SERVICE_DEFAULT_APP_KEY', 'SERVICE_DEFAULT_APP_SECRET'];
 
 export interface EnvSetting {

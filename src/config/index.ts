@@ -1,20 +1,26 @@
 // loadConfig: defaults → config.yaml → env → overrides → one validation pass → frozen.
 //
 // Every layer is merged into one raw tree shaped like config.yaml. The tree's known
-// keys come from the defaults (defaults.ts), so a key the defaults do not have is a
-// typo and an error. `origins` remembers which layer last set each key, so a
+// keys come from the defaults (defaults.ts, read off schema.ts), so a key the defaults
+// do not have is a typo and an error. The validation pass checks the tree against the
+// schema (issues.ts), decodes it, then applies the rules across keys (rules.ts) and the
+// apps' checks (apps.ts). `origins` remembers which layer last set each key, so a
 // validation message can end with "(from env PORT)" or "(from /etc/ringcast.yaml)".
 
 import { readFileSync } from 'node:fs';
 import { isScalar, parseDocument } from 'yaml';
 import type { AppConfig, Config } from './types';
-import { defaultRawTree, type GlobalConfig } from './defaults';
+import { defaultRawTree } from './defaults';
 import { parseEnv } from './env';
 import { Checker, ConfigError, isMapping, show, suggest } from './checker';
-import { validateGlobal } from './validate';
-import { validateApps } from './validate-apps';
+import { GlobalSchema, type GlobalConfig } from './schema';
+import { check, decode, keyOf } from './issues';
+import { globalRules } from './rules';
+import { validateApps } from './apps';
+import { deepFreeze } from './freeze';
 
 export { ConfigError } from './checker';
+export { deepFreeze } from './freeze';
 export type { ConfigIssue } from './checker';
 export { defaultConfig } from './defaults';
 export type { Config, AppConfig } from './types';
@@ -59,19 +65,13 @@ export function loadConfig(opts: LoadConfigOptions = {}): Config {
   if (opts.overrides) merge(tree, structuredClone(opts.overrides), '', origins, 'overrides');
 
   const c = new Checker(origins);
-  const global = validateGlobal(c, tree);
+  const { apps: _apps, app_manager: _am, ...globalTree } = tree;
+  check(c, GlobalSchema, globalTree, (p) => keyOf('', p));
+  const global = decode(GlobalSchema, globalTree) as GlobalConfig;
+  globalRules(c, global);
   const apps = validateApps(c, tree, global, env.app);
   c.throwIfAny();
   return deepFreeze({ ...global, apps });
-}
-
-/** Freezes an object graph in place and returns it. */
-export function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
 }
 
 function readYaml(file: string): Record<string, unknown> {

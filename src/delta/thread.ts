@@ -6,7 +6,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { Bus } from '../bus/bus';
 import { Interest } from '../channels/interest';
-import { deepFreeze } from '../config';
+import { deepFreeze } from '../config/freeze';
 import { createLogger } from '../log';
 import { Ev, outName } from '../protocol/events';
 import { createComputer } from './compute';

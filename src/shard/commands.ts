@@ -1,7 +1,7 @@
 // Commands from the primary over the thread's port: shutdown, metrics, the console's tap,
 // a config reload, the test hooks, and the failover's own (rewire, restore).
 
-import { deepFreeze } from '../config';
+import { deepFreeze } from '../config/freeze';
 import type { ShardContext } from './context';
 import type { Failover } from './failover';
 import { heapFigures, type PrimaryCommand, type ShardEvent } from './init';

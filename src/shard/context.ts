@@ -20,7 +20,7 @@ import { createOwnerService, type OwnerService } from '../channels/owner-service
 import { createPublisher, type Publisher } from '../channels/publisher';
 import { createUserDirectory } from '../channels/user-directory';
 import { createUserOwner, type UserOwner } from '../channels/users';
-import { deepFreeze } from '../config';
+import { deepFreeze } from '../config/freeze';
 import type { Config } from '../config/types';
 import type { Logger } from 'pino';
 import { createShardLogger, moduleLogger } from '../log';

@@ -18,7 +18,7 @@
 
 import type { WebhookEvent } from '../bus/messages';
 import type { AppConfig } from '../config/types';
-import { WEBHOOK_EVENT_TYPES } from '../config/defaults';
+import { WEBHOOK_EVENT_TYPES } from '../config/constants';
 
 export type WebhookEventName = (typeof WEBHOOK_EVENT_TYPES)[number];
 

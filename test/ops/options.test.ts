@@ -1,6 +1,6 @@
 // No option of the spec is accepted and silently ignored. This walks every key of the
-// defaults (config/defaults.ts: the list of keys the loader accepts) and every per-app key,
-// and each must be claimed below as one of:
+// defaults (config/defaults.ts, read off config/schema.ts: the list of keys the loader
+// accepts) and every per-app key, and each must be claimed below as one of:
 //  - effect: the file that reads it and the expression it reads it by (checked in src/);
 //  - refused: a value that the loader or config/support.ts refuses, naming the key
 //    (checked by loading it); for a switch, `true` / another driver;
@@ -105,15 +105,15 @@ const CLAIMS: Record<string, Claim> = {
   'log.output_format': { effect: ['src/log.ts', "cfg.output_format === 'human'"] },
   'log.colors_enabled': { effect: ['src/log.ts', 'colorize: cfg.colors_enabled'] },
   'log.include_target': { effect: ['src/log.ts', 'cfg.include_target ? { thread } : {}'] },
-  // Global limits are the defaults of each app's own limits (config/defaults.ts appDefaults).
-  'event_limits.max_channels_at_once': { effect: ['src/config/defaults.ts', 'g.event_limits.max_channels_at_once'] },
-  'event_limits.max_name_length': { effect: ['src/config/defaults.ts', 'g.event_limits.max_name_length'] },
-  'event_limits.max_payload_in_kb': { effect: ['src/config/defaults.ts', 'g.event_limits.max_payload_in_kb'] },
-  'event_limits.max_batch_size': { effect: ['src/config/defaults.ts', 'g.event_limits.max_batch_size'] },
-  'channel_limits.max_name_length': { effect: ['src/config/defaults.ts', 'g.channel_limits.max_name_length'] },
+  // Global limits are the defaults of each app's own limits (config/schema.ts AppSchema: `x-default-from`).
+  'event_limits.max_channels_at_once': { effect: ['src/config/schema.ts', "limit('event_limits.max_channels_at_once'"] },
+  'event_limits.max_name_length': { effect: ['src/config/schema.ts', "limit('event_limits.max_name_length'"] },
+  'event_limits.max_payload_in_kb': { effect: ['src/config/schema.ts', "limit('event_limits.max_payload_in_kb'"] },
+  'event_limits.max_batch_size': { effect: ['src/config/schema.ts', "limit('event_limits.max_batch_size'"] },
+  'channel_limits.max_name_length': { effect: ['src/config/schema.ts', "limit('channel_limits.max_name_length'"] },
   'channel_limits.cache_ttl': { effect: ['src/shard/context.ts', 'config.channel_limits.cache_ttl'] },
-  'presence.max_members_per_channel': { effect: ['src/config/defaults.ts', 'g.presence.max_members_per_channel'] },
-  'presence.max_member_size_in_kb': { effect: ['src/config/defaults.ts', 'g.presence.max_member_size_in_kb'] },
+  'presence.max_members_per_channel': { effect: ['src/config/schema.ts', "limit('presence.max_members_per_channel'"] },
+  'presence.max_member_size_in_kb': { effect: ['src/config/schema.ts', "limit('presence.max_member_size_in_kb'"] },
   'delta_compression.enabled': { effect: ['src/main.ts', 'const deltaOn = config.delta_compression.enabled;'] },
   'delta_compression.algorithm': { effect: ['src/delta/settings.ts', 'wireAlgo(config.delta_compression.algorithm)'] },
   'delta_compression.full_message_interval': { effect: ['src/delta/sequencer.ts', 'dc.full_message_interval'] },
@@ -145,7 +145,7 @@ const CLAIMS: Record<string, Claim> = {
   'apps[].enable_watchlist_events': { effect: ['src/ws/signin.ts', 'app.enable_watchlist_events'] },
   'apps[].user_authentication_timeout': { effect: ['src/ws/connection.ts', 'd.app!.user_authentication_timeout * 1000'] },
   'app_manager.driver': { refused: { app_manager: { driver: 'memory', array: { apps: [APP] } } }, why: /app_manager\.driver must be array: the memory app store/ },
-  'app_manager.array.apps': { effect: ['src/config/validate-apps.ts', "'app_manager.array.apps'"] },
+  'app_manager.array.apps': { effect: ['src/config/apps.ts', "'app_manager.array.apps'"] },
   'apps[].enabled': { effect: ['src/http/router.ts', 'app.enabled'] },
   'apps[].allowed_origins': { effect: ['src/ws/connection.ts', 'originAllowed'] },
   'apps[].max_connections': { effect: ['src/ws/connection.ts', 'd.app!.max_connections'] },
