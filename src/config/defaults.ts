@@ -5,6 +5,7 @@
 
 import { availableParallelism } from 'node:os';
 import type { AppConfig, Config } from './types';
+import { defaultLimits } from './limits';
 
 export type GlobalConfig = Omit<Config, 'apps'>;
 
@@ -103,6 +104,7 @@ export function defaultConfig(): GlobalConfig {
       lambda_endpoint: null,
     },
     protocol: { event_prefix: 'pusher' },
+    limits: defaultLimits(),
   };
 }
 

@@ -3,6 +3,8 @@
 // Field names follow the YAML keys of config.yaml (snake_case) so that a key named in
 // an error message is the key a user writes.
 
+import type { LimitsConfig } from './limits';
+
 export type AdapterDriver = 'local' | 'redis' | 'redis-cluster' | 'nats';
 export type CacheDriver = 'memory' | 'redis' | 'redis-cluster' | 'none';
 export type QueueDriver = 'sync' | 'redis';
@@ -164,5 +166,7 @@ export interface Config {
     lambda_endpoint: string | null;
   };
   protocol: { event_prefix: 'pusher' | 'proto' };
+  /** Per-client and per-process bounds (config/limits.ts). */
+  limits: LimitsConfig;
   apps: AppConfig[];
 }
