@@ -3,12 +3,12 @@
 // commits to body_md5) and the app's bucket are decided first. Then the body is either
 //   kept     within http.request_limit_in_mb and the shard's in-flight budget
 //            (limits.http_body_bytes_in_flight; past it: 'busy', answered 503), or
-//   drained  read to its end and thrown away, so that the refusal (401, 404, 429, 503)
-//            reaches a client still uploading (answering mid-upload cuts the connection
-//            and the client sees a reset instead).
-// Past `drainLimit` bytes nothing more is read: onTooLarge answers 413 at once and the
-// connection is closed. While the verdict is not known yet (a rate limiter that answers
-// later), the socket is paused and what already arrived is held, counted in the budget.
+//   refused  answered at once (401, 404, 429, 503, 413), while the client may still be
+//            uploading. uWS goes on reading the rest of that request's body and hands it
+//            to onData, where it is dropped, so the connection stays usable and the client
+//            reads the answer (no reset): nothing of a refused body is kept.
+// While the verdict is not known yet (a rate limiter that answers later), the socket is
+// paused and what already arrived is held, counted in the budget.
 
 import type { HttpResponse } from 'uWebSockets.js';
 import type { BodyBudget } from '../limits/body-budget';
@@ -19,9 +19,12 @@ export type BodyOutcome = Buffer | 'too_large' | 'busy';
 export interface BodyReader {
   /** The verdict comes later: pause the upload, hold what already came. */
   hold(): void;
-  /** Admitted: `done` gets the body (see sharedBodyCopy for a one-chunk body), or why not. */
+  /**
+   * Admitted: `done` gets the body (a one-chunk body in the reused buffer, see
+   * sharedBodyCopy), or why not, as soon as that is known.
+   */
   keep(done: (body: BodyOutcome) => void): void;
-  /** Refused: read the rest without keeping it, then `done`. */
+  /** Refused: `done` (the answer) now; the rest of the body is dropped as it comes. */
   drain(done: () => void): void;
   /** The client went away: give back what the request took. */
   abort(): void;
@@ -29,24 +32,20 @@ export interface BodyReader {
 
 export interface BodyOptions {
   limit: number;
-  drainLimit: number;
   contentLength: number | null;
   budget: BodyBudget;
-  /** Past drainLimit: answer 413 now (the rest is not read). */
-  onTooLarge: () => void;
 }
 
 export function openBody(res: HttpResponse, o: BodyOptions): BodyReader {
-  let mode: 'undecided' | 'keep' | 'drain' = 'undecided';
+  let mode: 'undecided' | 'keep' | 'done' = 'undecided';
   let chunks: Buffer[] = [];
   let size = 0;
   let reserved = 0;
-  let finished = false;
+  let ended = false;
   let paused = false;
   let outcome: 'too_large' | 'busy' | null = null;
   let shared: Buffer | null = null;
   let kept: ((body: BodyOutcome) => void) | null = null;
-  let drained: (() => void) | null = null;
 
   function release() {
     o.budget.give(reserved);
@@ -55,14 +54,22 @@ export function openBody(res: HttpResponse, o: BodyOptions): BodyReader {
     shared = null;
   }
 
+  /** Budget for bytes not covered by an up-front reservation. */
+  function take(bytes: number): boolean {
+    if (!o.budget.take(bytes)) return false;
+    reserved += bytes;
+    return true;
+  }
+
   function refuse(why: 'too_large' | 'busy') {
     outcome ??= why;
     release();
+    if (mode === 'keep') deliver();
   }
 
+  /** keep mode: the outcome is known (refused, or the whole body came). */
   function deliver() {
-    if (mode === 'drain') return drained!();
-    if (mode !== 'keep') return;
+    mode = 'done';
     const body: BodyOutcome = outcome ?? shared ?? (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
     try {
       kept!(body);
@@ -72,39 +79,19 @@ export function openBody(res: HttpResponse, o: BodyOptions): BodyReader {
   }
 
   res.onData((chunk, isLast) => {
-    if (finished) return;
+    if (isLast) ended = true;
+    if (mode === 'done' || outcome !== null) return; // refused or answered: dropped
     size += chunk.byteLength;
-    if (size > o.drainLimit) {
-      finished = true;
-      refuse('too_large');
-      o.onTooLarge();
-      if (mode !== 'undecided') deliver();
-      return;
-    }
-    if (mode === 'drain' || outcome !== null) {
-      // thrown away
-    } else if (size > o.limit) {
-      refuse('too_large');
-    } else if (o.contentLength === null || mode === 'undecided' ? !take(chunk.byteLength) : false) {
-      refuse('busy');
-    } else if (isLast && chunks.length === 0 && mode === 'keep') {
+    if (size > o.limit) return refuse('too_large');
+    if ((o.contentLength === null || mode === 'undecided') && !take(chunk.byteLength)) return refuse('busy');
+    if (isLast && chunks.length === 0 && mode === 'keep') {
       // The usual case: the whole body in one chunk, into the reused buffer.
       shared = sharedBodyCopy(chunk) ?? Buffer.from(new Uint8Array(chunk));
     } else {
       chunks.push(Buffer.from(new Uint8Array(chunk))); // valid during this callback only
     }
-    if (isLast) {
-      finished = true;
-      deliver();
-    }
+    if (isLast && mode === 'keep') deliver();
   });
-
-  /** Budget for bytes not covered by an up-front reservation. */
-  function take(bytes: number): boolean {
-    if (!o.budget.take(bytes)) return false;
-    reserved += bytes;
-    return true;
-  }
 
   function resume() {
     if (!paused) return;
@@ -114,31 +101,30 @@ export function openBody(res: HttpResponse, o: BodyOptions): BodyReader {
 
   return {
     hold() {
-      if (finished) return;
+      if (ended) return;
       paused = true;
       res.pause();
     },
     keep(done) {
       mode = 'keep';
       kept = done;
+      resume();
       const cl = o.contentLength;
+      // Reserve the whole declared body now (what already came is part of it).
       if (outcome === null && cl !== null) {
-        // Reserve the whole declared body now (what already came is part of it).
-        if (cl > o.limit) refuse('too_large');
-        else if (!take(Math.max(0, cl - reserved))) refuse('busy');
+        if (cl > o.limit) outcome = 'too_large';
+        else if (!take(Math.max(0, cl - reserved))) outcome = 'busy';
       }
-      if (finished) deliver();
-      else resume();
+      if (outcome !== null || ended) deliver();
     },
     drain(done) {
-      mode = 'drain';
-      drained = done;
+      mode = 'done';
       release();
-      if (finished) done();
-      else resume();
+      resume();
+      done();
     },
     abort() {
-      finished = true;
+      mode = 'done';
       release();
     },
   };

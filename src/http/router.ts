@@ -169,13 +169,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
         serve(res, req, state, pattern, startedAt, tooLarge);
         return;
       }
-      const reader = body = openBody(res, {
-        limit: bodyLimit, drainLimit, contentLength: req.headers.contentLength, budget: bodyBudget,
-        onTooLarge: () => {
-          state.aborted = true; // we answer now and drop the rest of the upload
-          writeResponse(res, tooLarge(), corsFor(req.headers.origin), true);
-        },
-      });
+      const reader = body = openBody(res, { limit: bodyLimit, contentLength: req.headers.contentLength, budget: bodyBudget });
       const proceed = (a: ApiResponse | Admitted) => {
         if (isAnswer(a)) return reader.drain(() => serve(res, req, state, pattern, startedAt, () => a));
         reader.keep((b: BodyOutcome) => serve(res, req, state, pattern, startedAt, () => {
