@@ -6,7 +6,11 @@
 //   refused  answered at once (401, 404, 429, 503, 413), while the client may still be
 //            uploading. uWS goes on reading the rest of that request's body and hands it
 //            to onData, where it is dropped, so the connection stays usable and the client
-//            reads the answer (no reset): nothing of a refused body is kept.
+//            reads the answer (no reset): nothing of a refused body is kept. Except when
+//            the client sent `Connection: close`: uWS closes the socket right after such an
+//            answer, unread upload and all, and the client's kernel may then drop the
+//            answer on the reset; so that one is answered once the rest is read (and
+//            dropped): later, but still nothing kept.
 // While the verdict is not known yet (a rate limiter that answers later), the socket is
 // paused and what already arrived is held, counted in the budget.
 
@@ -32,6 +36,8 @@ export interface BodyReader {
 
 export interface BodyOptions {
   limit: number;
+  /** Refusals answered before the upload ends (false: the client asked `Connection: close`). */
+  answerEarly: boolean;
   contentLength: number | null;
   budget: BodyBudget;
 }
@@ -46,6 +52,7 @@ export function openBody(res: HttpResponse, o: BodyOptions): BodyReader {
   let outcome: 'too_large' | 'busy' | null = null;
   let shared: Buffer | null = null;
   let kept: ((body: BodyOutcome) => void) | null = null;
+  let drained: (() => void) | null = null;
 
   function release() {
     o.budget.give(reserved);
@@ -64,7 +71,7 @@ export function openBody(res: HttpResponse, o: BodyOptions): BodyReader {
   function refuse(why: 'too_large' | 'busy') {
     outcome ??= why;
     release();
-    if (mode === 'keep') deliver();
+    if (mode === 'keep' && (o.answerEarly || ended)) deliver();
   }
 
   /** keep mode: the outcome is known (refused, or the whole body came). */
@@ -80,7 +87,12 @@ export function openBody(res: HttpResponse, o: BodyOptions): BodyReader {
 
   res.onData((chunk, isLast) => {
     if (isLast) ended = true;
-    if (mode === 'done' || outcome !== null) return; // refused or answered: dropped
+    if (mode === 'done' || outcome !== null) {
+      // refused or answered: dropped; a refusal held for the end of the upload goes now
+      if (isLast && drained !== null) drained();
+      else if (isLast && mode === 'keep') deliver();
+      return;
+    }
     size += chunk.byteLength;
     if (size > o.limit) return refuse('too_large');
     if ((o.contentLength === null || mode === 'undecided') && !take(chunk.byteLength)) return refuse('busy');
@@ -115,13 +127,17 @@ export function openBody(res: HttpResponse, o: BodyOptions): BodyReader {
         if (cl > o.limit) outcome = 'too_large';
         else if (!take(Math.max(0, cl - reserved))) outcome = 'busy';
       }
-      if (outcome !== null || ended) deliver();
+      if (ended || (outcome !== null && o.answerEarly)) deliver();
     },
     drain(done) {
       mode = 'done';
       release();
       resume();
-      done();
+      if (o.answerEarly || ended) return done();
+      drained = () => {
+        drained = null;
+        done();
+      };
     },
     abort() {
       mode = 'done';

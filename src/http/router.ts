@@ -169,7 +169,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
         serve(res, req, state, pattern, startedAt, tooLarge);
         return;
       }
-      const reader = body = openBody(res, { limit: bodyLimit, contentLength: req.headers.contentLength, budget: bodyBudget });
+      const reader = body = openBody(res, { limit: bodyLimit, answerEarly: !req.headers.connectionClose, contentLength: req.headers.contentLength, budget: bodyBudget });
       const proceed = (a: ApiResponse | Admitted) => {
         if (isAnswer(a)) return reader.drain(() => serve(res, req, state, pattern, startedAt, () => a));
         reader.keep((b: BodyOutcome) => serve(res, req, state, pattern, startedAt, () => {

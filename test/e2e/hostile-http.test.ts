@@ -27,7 +27,8 @@ interface Upload {
 function upload(port: number, pathAndQuery: string, body: Buffer, sent: number, headers: Record<string, string> = {}): Upload {
   const req = http.request({
     host: '127.0.0.1', port, method: 'POST', path: pathAndQuery, agent: false,
-    headers: { 'content-type': 'application/json', 'content-length': String(body.length), ...headers },
+    // keep-alive: a refusal is answered at once (with Connection: close, once the upload is read: http/body.ts)
+    headers: { 'content-type': 'application/json', 'content-length': String(body.length), connection: 'keep-alive', ...headers },
   });
   const answer = new Promise<RawResponse>((resolve, reject) => {
     req.on('response', (res) => readResponse(res).then(resolve, reject));
@@ -76,6 +77,14 @@ t.test(`refused before the body is read, workers: ${WORKERS}`, async (t) => {
     t.equal(r.status, status, `${what}: ${status} with 16 KiB of ${body.length} bytes sent`);
     t.match(r.json, { error: re }, `${what}: ${r.text}`);
   }
+
+  // Connection: close: answered once the upload is read (and dropped), never a reset.
+  const closing = upload(srv.port, signed('not-the-secret'), body, 16 * 1024, { connection: 'close' });
+  const early = await Promise.race([closing.answer.then(() => 'answered'), new Promise((r) => setTimeout(() => r('waiting'), 300))]);
+  t.equal(early, 'waiting', 'Connection: close: no answer while the upload goes on');
+  closing.finish();
+  const late = await closing.answer;
+  t.equal(late.status, 401, 'Connection: close: 401 once the body is in');
 
   // The app's bucket (1 request a second): spent by a GET, the POST is refused unread.
   const limPath = `/apps/${LIM.id}/events`;
