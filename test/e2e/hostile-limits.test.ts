@@ -5,6 +5,7 @@
 
 import t from 'tap';
 import WebSocket from 'ws';
+import { loadConfig } from '../../src/config';
 import { defaultConfig } from '../../src/config/defaults';
 import { signedPost } from '../helpers/http';
 import { RawClient, WORKERS, eventually, startServer } from '../helpers/server';
@@ -21,6 +22,17 @@ t.test('the defaults are far above a real app', async (t) => {
   t.equal(l.frame_burst, 4000);
   t.ok(l.max_connections >= 1024, `max_connections ${l.max_connections}`);
   t.equal(l.http_body_bytes_in_flight, 64 * 1024 * 1024);
+});
+
+t.test('limits are validated, each message naming the key', async (t) => {
+  const load = (limits: Record<string, unknown>, more: Record<string, unknown> = {}) =>
+    () => loadConfig({ env: {}, overrides: { apps: [{ id: 'a', key: 'k', secret: 's' }], limits, ...more } });
+  t.throws(load({ max_subscriptions_per_connection: 0 }), /limits\.max_subscriptions_per_connection must be an integer between 1 and 10000000/);
+  t.throws(load({ frames_per_second: 1.5 }), /limits\.frames_per_second must be an integer between 1 and 1000000/);
+  t.throws(load({ max_connections: null }), /limits\.max_connections must be an integer/);
+  t.throws(load({ http_body_bytes_in_flight: 1024 * 1024 }, { http: { request_limit_in_mb: 2 } }),
+    /limits\.http_body_bytes_in_flight must be ≥ http\.request_limit_in_mb MiB \(2097152\)/);
+  t.throws(load({ max_subscriptions: 5 }), /max_subscriptions/, 'an unknown key');
 });
 
 t.test(`subscriptions per connection, workers: ${WORKERS}`, async (t) => {
