@@ -11,12 +11,27 @@ export class ConnectionCounters {
   private readonly apps: number;
 
   static allocate(apps: number): SharedArrayBuffer {
-    return new SharedArrayBuffer(Math.max(1, apps) * 2 * 4);
+    // + 1: this process's connections of every app together (limits.max_connections)
+    return new SharedArrayBuffer((Math.max(1, apps) * 2 + 1) * 4);
   }
 
   constructor(sab: SharedArrayBuffer) {
     this.counts = new Int32Array(sab);
-    this.apps = this.counts.length / 2;
+    this.apps = (this.counts.length - 1) / 2;
+  }
+
+  /** Takes one of this process's `max` connection slots (all apps); false when they are all taken. */
+  tryAcquireNode(max: number): boolean {
+    const total = this.apps * 2;
+    if (Atomics.add(this.counts, total, 1) + 1 > max) {
+      Atomics.sub(this.counts, total, 1);
+      return false;
+    }
+    return true;
+  }
+
+  releaseNode(): void {
+    Atomics.sub(this.counts, this.apps * 2, 1);
   }
 
   /** Takes a connection slot; false (nothing taken) when the app is at `max` (over the cluster). */

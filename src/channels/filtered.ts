@@ -82,9 +82,16 @@ export function pairTopic(topic: string, key: string, value: string): string {
 const allTopic = (topic: string) => topic + '\0*';
 const filterTopic = (topic: string, filterKey: string) => topic + '\0f' + filterKey;
 
-/** The one key of a filter that is exactly "key ∈ values", else null. */
+/**
+ * Most native pair topics one subscription is put on. A filter with more pairs shares its
+ * filter's topic instead (one native topic per distinct filter, whatever its values), so a
+ * long `in` list costs no native topic per value (limits.max_filter_values bounds the rest).
+ */
+export const MAX_NATIVE_PAIRS = 64;
+
+/** The one key of a filter that is exactly "key ∈ values" (at most MAX_NATIVE_PAIRS of them), else null. */
 function nativeKey(f: CompiledFilter): string | null {
-  if (!f.exact || f.postings === null || f.postings.length === 0) return null;
+  if (!f.exact || f.postings === null || f.postings.length === 0 || f.postings.length > MAX_NATIVE_PAIRS) return null;
   const key = f.postings[0][0];
   return f.postings.every((p) => p[0] === key) ? key : null;
 }

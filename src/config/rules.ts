@@ -20,6 +20,7 @@ export const RULES: readonly string[] = [
   '`database.redis.pool_min` ≤ `database.redis.pool_max`; `database.pooling.min` ≤ `database.pooling.max`.',
   "`cors.origin` does not contain '*' when `cors.credentials` is true (browsers reject it).",
   '`bus.max_spill_bytes` ≥ 2 × `event_limits.max_payload_in_kb` KiB, so that the largest event can queue.',
+  '`limits.http_body_bytes_in_flight` ≥ `http.request_limit_in_mb` MiB, so that the largest request can be read.',
   '`webhooks.retry.initial_delay_ms` ≤ `webhooks.retry.max_delay_ms`; `webhooks.signature_header` differs from `webhooks.key_header` (in any case).',
   'Apps: ids and keys are unique; webhook header names are HTTP header names and their values hold no CR, LF or NUL; a `lambda://` URL names a function ARN; `app_manager.driver: memory` is refused.',
   'Refused when changed from the default (src/config/support.ts): `database.pooling.*`, `database.redis.pool_min`, `database.redis.pool_max`, `adapter.buffer_multiplier_per_cpu`.',
@@ -74,6 +75,10 @@ export function globalRules(c: Checker, cfg: GlobalConfig): void {
   if (c.ok('bus.max_spill_bytes', 'event_limits.max_payload_in_kb') && cfg.bus.max_spill_bytes < spillFloor) {
     // a publish frame bigger than half a ring always passes through the spill queue
     c.fail('bus.max_spill_bytes', `must be ≥ 2 × event_limits.max_payload_in_kb KiB (${spillFloor}) so that the largest event can queue`, cfg.bus.max_spill_bytes);
+  }
+  const bodyMax = cfg.http.request_limit_in_mb * 1024 * 1024;
+  if (c.ok('limits.http_body_bytes_in_flight', 'http.request_limit_in_mb') && cfg.limits.http_body_bytes_in_flight < bodyMax) {
+    c.fail('limits.http_body_bytes_in_flight', `must be ≥ http.request_limit_in_mb MiB (${bodyMax}) so that the largest request can be read`, cfg.limits.http_body_bytes_in_flight);
   }
   const r = cfg.webhooks.retry;
   if (c.ok('webhooks.retry.initial_delay_ms', 'webhooks.retry.max_delay_ms') && r.initial_delay_ms > r.max_delay_ms) {

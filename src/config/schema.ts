@@ -11,7 +11,7 @@
 // they are). A per-app setting goes in AppSchema (Type.Optional, with a `default` or an
 // `x-default-from` global key). A rule across keys goes in rules.ts.
 
-import { availableParallelism } from 'node:os';
+import { availableParallelism, totalmem } from 'node:os';
 import { FormatRegistry, Type, type StaticDecode } from '@sinclair/typebox';
 import {
   bool, choice, fileMode, hostPorts, int, intOrNull, meta, oneOf, optStr, port, section, str, strList, text,
@@ -35,6 +35,9 @@ function httpUrl(s: string, protocols: string[]): boolean {
     return false;
   }
 }
+
+/** Memory per connection the derived default of limits.max_connections reserves. */
+export const BYTES_PER_CONNECTION = 32 * 1024;
 
 const DRIVERS = ['memory', 'redis', 'redis-cluster', 'none'] as const;
 const ALGORITHMS = ['Fossil', 'Xdelta3'] as const;
@@ -245,7 +248,20 @@ export const GlobalSchema = Type.Object({
   protocol: section({
     event_prefix: oneOf(['pusher', 'proto'], 'pusher', { doc: 'pusher (pusher: / pusher_internal: on the wire) or proto.' }),
   }, 'Wire names.'),
+  limits: section({
+    max_subscriptions_per_connection: int(1000, 1, { max: 10_000_000, doc: 'Channels one connection may be subscribed to at once; beyond: pusher:subscription_error LimitReached (status 4100), the connection kept.', ours: true }),
+    max_filter_values: int(1000, 1, { max: 10_000_000, doc: '`in` / `nin` values in one tag filter (all its nodes together); beyond: pusher:subscription_error InvalidFilter.', ours: true }),
+    max_filter_values_per_connection: int(10_000, 1, { max: 100_000_000, doc: '`in` / `nin` values over all the tag filters of one connection; beyond: pusher:subscription_error LimitReached.', ours: true }),
+    frames_per_second: int(1000, 1, { max: 1_000_000, doc: 'Frames per second a connection may send on average (its budget refills at this rate).', ours: true }),
+    frame_burst: int(4000, 1, { max: 100_000_000, doc: 'Frames a connection may send at once above frames_per_second. Past it frames are dropped (pusher:error 4301, once); a connection that sends another frame_burst frames is closed with 4100.', ours: true }),
+    max_connections: int(Math.max(1024, Math.floor(totalmem() / BYTES_PER_CONNECTION)), 1, {
+      max: 2 ** 31 - 1, doc: 'WebSocket connections this process accepts (all apps, all shards); beyond: pusher:error 4100 "Over capacity" and close 4100.', ours: true,
+      defaultDoc: 'one per 32 KiB of the machine\'s memory, at least 1,024',
+    }),
+    http_body_bytes_in_flight: int(64 * 1024 * 1024, 1024, { max: 2 ** 40, doc: 'Request-body bytes one shard reads at once (all API requests together); beyond: 503 with Retry-After: 1.', ours: true }),
+  }, 'What one client (a socket, an HTTP request) can make one process hold or do (README, "Limits and hostile clients").'),
 }, { additionalProperties: false });
+
 
 // ---- apps ----
 

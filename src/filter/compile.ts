@@ -29,6 +29,8 @@ export interface CompiledFilter {
   exact: boolean;
   /** The parsed tree as JSON: equal filters (long or short spellings alike) have equal keys. */
   key: string;
+  /** `in` / `nin` values of the tree (limits.max_filter_values_per_connection counts them). */
+  values: number;
 }
 
 type Pred = (tags: Tags) => boolean;
@@ -123,7 +125,15 @@ function postingsOf(n: FilterNode): Postings | null {
   }
 }
 
+function valuesOf(n: FilterNode): number {
+  switch (n.op) {
+    case 'cmp': return n.cmp === 'in' || n.cmp === 'nin' ? n.vals.length : 0;
+    case 'not': return valuesOf(n.node);
+    default: return n.nodes.reduce((sum, c) => sum + valuesOf(c), 0);
+  }
+}
+
 export function compileFilter(n: FilterNode): CompiledFilter {
   const p = postingsOf(n);
-  return { test: predicate(n), postings: p?.pairs ?? null, exact: p?.exact ?? false, key: JSON.stringify(n) };
+  return { test: predicate(n), postings: p?.pairs ?? null, exact: p?.exact ?? false, key: JSON.stringify(n), values: valuesOf(n) };
 }

@@ -20,7 +20,8 @@ export type FilterNode =
   | { op: 'cmp'; cmp: 'ex' | 'nex'; key: string }
   | { op: 'cmp'; cmp: 'gt' | 'gte' | 'lt' | 'lte'; key: string; num: number };
 
-export type ParseResult = { ok: true; filter: FilterNode; nodes: number } | { ok: false; error: string };
+/** `values`: the `in` / `nin` values of the whole filter (limits.max_filter_values). */
+export type ParseResult = { ok: true; filter: FilterNode; nodes: number; values: number } | { ok: false; error: string };
 
 const CMP_NAMES: Readonly<Record<string, Cmp>> = {
   eq: 'eq', neq: 'neq', in: 'in', nin: 'nin', ex: 'ex', nex: 'nex', sw: 'sw', ew: 'ew', ct: 'ct',
@@ -73,9 +74,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
 /**
  * Validates `raw` (the parsed `filter` of a subscribe) into a FilterNode. `maxNodes` is
  * tag_filtering.max_nodes: every object of the tree (logical or comparison) counts one.
+ * `maxValues` is limits.max_filter_values: the `in` / `nin` values of every node together.
  */
-export function parseFilter(raw: unknown, maxNodes: number): ParseResult {
+export function parseFilter(raw: unknown, maxNodes: number, maxValues = Infinity): ParseResult {
   let count = 0;
+  let values = 0;
   function node(v: unknown, path: string): FilterNode {
     if (++count > maxNodes) throw new Invalid(`filter has more than ${maxNodes} nodes (tag_filtering.max_nodes)`);
     if (!isObject(v)) throw new Invalid(`${path} must be an object`);
@@ -106,6 +109,8 @@ export function parseFilter(raw: unknown, maxNodes: number): ParseResult {
     if (cmp === 'in' || cmp === 'nin') {
       if (v.val !== undefined) throw new Invalid(`${path}: "${cmp}" takes "vals" (an array), not "val"`);
       if (!Array.isArray(v.vals) || v.vals.length === 0) throw new Invalid(`${path}.vals must be a non-empty array of strings`);
+      values += v.vals.length;
+      if (values > maxValues) throw new Invalid(`filter has more than ${maxValues} "in" / "nin" values (limits.max_filter_values)`);
       v.vals.forEach((s, i) => { if (typeof s !== 'string') throw new Invalid(`${path}.vals[${i}] must be a string (tag values are strings)`); });
       return { op: 'cmp', cmp, key, vals: v.vals as string[] };
     }
@@ -127,7 +132,7 @@ export function parseFilter(raw: unknown, maxNodes: number): ParseResult {
   }
   try {
     const filter = node(raw, 'filter');
-    return { ok: true, filter, nodes: count };
+    return { ok: true, filter, nodes: count, values };
   } catch (err) {
     if (err instanceof Invalid) return { ok: false, error: err.message };
     // Only a tree nested past the stack (max_nodes set very high) gets here.

@@ -9,7 +9,7 @@ export interface ApiRequest {
   path: string;
   query: string;
   params: string[];
-  headers: { authorization: string | null; origin: string | null; contentLength: number | null; forwardedFor: string | null };
+  headers: { authorization: string | null; origin: string | null; contentLength: number | null; forwardedFor: string | null; connectionClose: boolean };
   ip: string;
   body: Buffer;
 }
@@ -49,6 +49,7 @@ const H_AUTHORIZATION = Buffer.from('authorization');
 const H_ORIGIN = Buffer.from('origin');
 const H_CONTENT_LENGTH = Buffer.from('content-length');
 const H_FORWARDED_FOR = Buffer.from('x-forwarded-for');
+const H_CONNECTION = Buffer.from('connection');
 const CONTENT_TYPE = Buffer.from('Content-Type');
 const APPLICATION_JSON = Buffer.from('application/json');
 const names = new Map<string, Buffer>();
@@ -99,6 +100,7 @@ export function captureRequest(res: HttpResponse, req: HttpRequest, method: 'GET
       origin: req.getHeader(H_ORIGIN) || null,
       contentLength: cl === '' ? null : Number(cl),
       forwardedFor: withIp ? req.getHeader(H_FORWARDED_FOR) || null : null,
+      connectionClose: method === 'POST' && /(^|,)\s*close\s*($|,)/i.test(req.getHeader(H_CONNECTION)),
     },
     ip: withIp ? decoder.decode(res.getRemoteAddressAsText()) : '',
     body: NO_BODY,
@@ -111,58 +113,18 @@ let bodyBuffer = Buffer.allocUnsafe(16 * 1024);
 const MAX_BODY_BUFFER = 1024 * 1024;
 
 /**
- * Reads the whole body and calls `done` with it (in the last onData callback, so the
- * answer can be written there), or with null when it is larger than `limit` bytes. Up to
- * `drainLimit` bytes such a body is read to its end without being kept, so that the 413
- * reaches the client (answering mid-upload cuts the connection and the client sees a
- * reset instead). Past `drainLimit` it answers 413 itself at once (onTooLarge) and the
- * connection is closed, as the rest is not read.
- *
- * A body that arrives in one chunk is handed over in a buffer reused by the next request:
- * valid during `done` only. Whoever keeps it past that (an answer that has to wait) calls
- * keepBody first (router.ts serve). Before, each body took a slice of Node's Buffer pool,
- * and a malloc'd 8 KiB pool every few dozen requests (docs/performance.md).
+ * A body that arrived in one chunk, copied into a buffer reused by the next request:
+ * valid during the callback that gets it only. Whoever keeps it past that (an answer that
+ * has to wait) calls keepBody first (router.ts serve). Before, each body took a slice of
+ * Node's Buffer pool, and a malloc'd 8 KiB pool every few dozen requests
+ * (docs/performance.md). null when the chunk is longer than the reused buffer may grow.
  */
-export function readBody(
-  res: HttpResponse, limit: number, drainLimit: number, state: { aborted: boolean }, onTooLarge: () => void,
-  done: (body: Buffer | null) => void,
-): void {
-  let chunks: Buffer[] | null = null;
-  let size = 0;
-  let finished = false;
-  res.onData((chunk, isLast) => {
-    if (finished) return;
-    size += chunk.byteLength;
-    if (size > drainLimit) {
-      finished = true;
-      if (!state.aborted) onTooLarge();
-      done(null);
-      return;
-    }
-    if (size > limit) {
-      chunks = null; // drained, not kept
-      if (isLast) {
-        finished = true;
-        done(null);
-      }
-      return;
-    }
-    // The chunk's memory is only valid during this callback: copy it.
-    if (isLast && chunks === null && size <= MAX_BODY_BUFFER) {
-      finished = true;
-      if (size > bodyBuffer.length) bodyBuffer = Buffer.allocUnsafe(Math.min(MAX_BODY_BUFFER, Math.max(size, 2 * bodyBuffer.length)));
-      bodyBuffer.set(new Uint8Array(chunk));
-      done(bodyBuffer.subarray(0, size));
-      return;
-    }
-    const copy = Buffer.from(new Uint8Array(chunk));
-    if (isLast) {
-      finished = true;
-      done(chunks === null ? copy : Buffer.concat([...chunks, copy], size));
-      return;
-    }
-    (chunks ??= []).push(copy);
-  });
+export function sharedBodyCopy(chunk: ArrayBuffer): Buffer | null {
+  const size = chunk.byteLength;
+  if (size > MAX_BODY_BUFFER) return null;
+  if (size > bodyBuffer.length) bodyBuffer = Buffer.allocUnsafe(Math.min(MAX_BODY_BUFFER, Math.max(size, 2 * bodyBuffer.length)));
+  bodyBuffer.set(new Uint8Array(chunk));
+  return bodyBuffer.subarray(0, size);
 }
 
 /** The request's body in memory of its own (see readBody): for an answer that has to wait. */

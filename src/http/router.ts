@@ -4,7 +4,9 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { AppConfig, Config } from '../config/types';
 import { BusFullError, BusTimeoutError } from '../bus/bus';
 import { metersFor } from '../metrics/meters';
-import { verifyApiRequest } from '../protocol/api-auth';
+import { checkBody, verifyApiQuery } from '../protocol/api-auth';
+import { createBodyBudget } from '../limits/body-budget';
+import { openBody, type BodyOutcome, type BodyReader } from './body';
 import { getChannel, getChannels, getUsers } from './channels';
 import { appHealth } from './health';
 import { terminateConnections } from './users';
@@ -13,9 +15,19 @@ import { postBatchEvents, postEvents } from './events';
 import { attempt, then, type MaybePromise } from './maybe';
 import { ipLimited, limitApp, limitIp } from './ratelimit';
 import { RateLimiterUnavailable } from '../ratelimit/types';
-import { captureRequest, jsonError, keepBody, readBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
+import { captureRequest, jsonError, keepBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
 
 type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: ReadonlyMap<string, string>) => MaybePromise<ApiResponse>;
+
+/** A request whose line and headers passed: its app, its parameters, what its body must match, the bucket's headers. */
+interface Admitted {
+  app: AppConfig;
+  params: ReadonlyMap<string, string>;
+  bodyMd5: string | undefined;
+  headers: Record<string, string> | null;
+}
+
+const isAnswer = (a: ApiResponse | Admitted): a is ApiResponse => 'status' in a;
 
 function corsHeaders(cors: Config['cors'], origin: string | null): Record<string, string> {
   const h: Record<string, string> = {};
@@ -31,8 +43,10 @@ function corsHeaders(cors: Config['cors'], origin: string | null): Record<string
 export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   const { config, apps, log } = deps;
   const bodyLimit = config.http.request_limit_in_mb * 1024 * 1024;
-  /** A body over the limit but below this is read (and dropped) before the 413 (see readBody). */
+  /** A body over the limit but below this is read (and dropped) before the 413 (see http/body.ts). */
   const drainLimit = 4 * bodyLimit;
+  /** This shard's request-body bytes in flight (limits.http_body_bytes_in_flight). */
+  const bodyBudget = createBodyBudget(config.limits.http_body_bytes_in_flight);
   const metricsOn = metersFor(deps.metrics).enabled;
   /** CORS headers of answers, read-only and shared when they do not depend on the request's Origin. */
   const anyOrigin = config.cors.origin.includes('*') ? Object.freeze(corsHeaders(config.cors, null)) : null;
@@ -91,19 +105,21 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     const limited = LIMITED_ROUTES.has(pattern);
     const withIp = limited && ipLimited(deps);
 
-    /** Everything after the body: the app, the limits, the signature, the handler. */
-    function answer(req: ApiRequest): MaybePromise<ApiResponse> {
+    /**
+     * What the request line and headers decide, before any of the body is read: the app,
+     * the per-IP window (before auth, http/ratelimit.ts says why), the signature over the
+     * query (which commits to body_md5), the app's bucket (after auth).
+     */
+    function admit(req: ApiRequest): MaybePromise<ApiResponse | Admitted> {
       const app = apps.byId(decodeURIComponentSafe(req.params[0]));
       if (!app) return jsonError(404, `App ${req.params[0]} not found`);
-      // Rate limits, in this order (why: http/ratelimit.ts): per-IP window before auth,
-      // the app's bucket after it.
       if (!limited) return authorized(req, app);
       return then(limitIp(deps, app, req), (ipDenied) => ipDenied ?? authorized(req, app));
     }
 
-    function authorized(req: ApiRequest, app: AppConfig): MaybePromise<ApiResponse> {
-      const auth = verifyApiRequest(
-        { method: req.method, path: req.path, query: req.query, authorization: req.headers.authorization, body: req.body, nowSeconds: Math.floor(Date.now() / 1000) },
+    function authorized(req: ApiRequest, app: AppConfig): MaybePromise<ApiResponse | Admitted> {
+      const auth = verifyApiQuery(
+        { method: req.method, path: req.path, query: req.query, authorization: req.headers.authorization, bodyLength: req.headers.contentLength, nowSeconds: Math.floor(Date.now() / 1000) },
         (key) => apps.byKey(key)?.secret ?? null,
       );
       if (!auth.ok) return jsonError(auth.status, auth.error);
@@ -111,9 +127,19 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       // Spec statuses (no 403 there): a disabled app is one this server does not serve
       // now, 404 as for an unknown app, but only once authenticated (README, HTTP API).
       if (!app.enabled) return jsonError(404, `App ${app.id} is disabled`);
-      if (!limited) return handler(deps, app, req, auth.params);
-      return then(limitApp(deps, app), (bucket) => bucket.denied ?? then(handler(deps, app, req, auth.params), (r) => (
-        { status: r.status, body: r.body, headers: r.headers ? { ...bucket.headers, ...r.headers } : bucket.headers })));
+      const admitted: Admitted = { app, params: auth.params, bodyMd5: auth.bodyMd5, headers: null };
+      if (!limited) return admitted;
+      return then(limitApp(deps, app), (bucket) => bucket.denied ?? { ...admitted, headers: bucket.headers });
+    }
+
+    /** The body (read now) against body_md5, then the handler. */
+    function run(req: ApiRequest, a: Admitted): MaybePromise<ApiResponse> {
+      const bad = checkBody(req.body, a.bodyMd5);
+      if (bad !== null) return jsonError(bad.status, bad.error);
+      const r = handler(deps, a.app, req, a.params);
+      const headers = a.headers;
+      if (headers === null) return r;
+      return then(r, (x) => ({ status: x.status, body: x.body, headers: x.headers ? { ...headers, ...x.headers } : headers }));
     }
 
     uws[method](pattern, (res: HttpResponse, hreq: HttpRequest) => {
@@ -121,7 +147,11 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       // onAborted first: uWS aborts the process if a handler returns (or throws) without
       // having answered or registered it.
       const state = { aborted: false };
-      res.onAborted(() => { state.aborted = true; });
+      let body: BodyReader | null = null;
+      res.onAborted(() => {
+        state.aborted = true;
+        body?.abort();
+      });
       let req: ApiRequest;
       try {
         req = captureRequest(res, hreq, method === 'post' ? 'POST' : 'GET', paramCount, withIp);
@@ -132,21 +162,38 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
         return;
       }
       if (method === 'get') {
-        serve(res, req, state, pattern, startedAt, () => answer(req));
+        serve(res, req, state, pattern, startedAt, () => then(admit(req), (a) => (isAnswer(a) ? a : run(req, a))));
         return;
       }
       if (req.headers.contentLength !== null && req.headers.contentLength > drainLimit) {
         serve(res, req, state, pattern, startedAt, tooLarge);
         return;
       }
-      readBody(res, bodyLimit, drainLimit, state, () => {
-        state.aborted = true; // we answer now and drop the rest of the upload
-        writeResponse(res, tooLarge(), corsFor(req.headers.origin), true);
-      }, (body) => {
-        if (body !== null) req.body = body;
-        serve(res, req, state, pattern, startedAt, () => (body === null ? tooLarge() : answer(req)));
-      });
+      const reader = body = openBody(res, { limit: bodyLimit, answerEarly: !req.headers.connectionClose, contentLength: req.headers.contentLength, budget: bodyBudget });
+      const proceed = (a: ApiResponse | Admitted) => {
+        if (isAnswer(a)) return reader.drain(() => serve(res, req, state, pattern, startedAt, () => a));
+        reader.keep((b: BodyOutcome) => serve(res, req, state, pattern, startedAt, () => {
+          if (b === 'too_large') return tooLarge();
+          if (b === 'busy') return busy();
+          req.body = b;
+          return run(req, a);
+        }));
+      };
+      const decided = attempt(() => admit(req));
+      if (!(decided instanceof Promise)) return proceed(decided);
+      reader.hold();
+      decided.catch((err: unknown) => failure(err, req)).then((a) => {
+        if (!state.aborted) res.cork(() => proceed(a));
+      }).catch((err: unknown) => log.error({ err, path: req.path }, 'could not answer an API request'));
     });
+  }
+
+  function busy(): ApiResponse {
+    return {
+      status: 503,
+      body: { error: `server busy: more than ${config.limits.http_body_bytes_in_flight} bytes of request bodies are being read on this thread (limits.http_body_bytes_in_flight); retry later` },
+      headers: { 'Retry-After': '1' },
+    };
   }
 
   function tooLarge(): ApiResponse {

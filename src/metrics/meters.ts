@@ -17,6 +17,7 @@ const REFUSE_REASONS: Readonly<Record<number, string>> = {
   [ErrorCode.AppDisabled]: 'app_disabled',
   [ErrorCode.OverQuota]: 'over_quota',
   [ErrorCode.Unauthorized]: 'origin_not_allowed',
+  [ErrorCode.OverCapacity]: 'over_capacity',
 };
 
 /** `reason` of connection_errors_total for a connection refused at open with `code`. */

@@ -26,6 +26,8 @@ export interface FastVerified {
   authKey: string;
   /** The parameters other than auth_* and body_md5. */
   params: ReadonlyMap<string, string>;
+  /** With no body given (checked before it is read): the query's body_md5, undefined when absent. */
+  bodyMd5?: string;
 }
 
 const NO_PARAMS: ReadonlyMap<string, string> = new Map();
@@ -72,8 +74,9 @@ function digits(at: number, len: number): number {
   return v;
 }
 
+/** `body` null: the body is not read yet; body_md5 is returned, not checked (http/router.ts checks it once read). */
 export function verifySdkLayout(
-  method: string, path: string, query: string, body: Buffer, nowSeconds: number, toleranceS: number,
+  method: string, path: string, query: string, body: Buffer | null, nowSeconds: number, toleranceS: number,
   lookupSecret: (authKey: string) => string | null,
 ): FastVerified | null {
   if (method.length + path.length + query.length + 2 > MAX_CHARS) return null;
@@ -113,8 +116,9 @@ export function verifySdkLayout(
       const authKey = b.toString('latin1', keyAt, keyAt + keyLen);
       const secret = lookupSecret(authKey);
       if (secret === null) return null;
-      if (md5At === -1 ? body.length > 0 : !md5BytesMatch(body, b, md5At, md5Len)) return null;
+      if (body !== null && (md5At === -1 ? body.length > 0 : !md5BytesMatch(body, b, md5At, md5Len))) return null;
       if (!hmacSha256BytesMatch(secret, b, signedLen, b, valueAt, valueLen)) return null;
+      if (body === null) return { authKey, params: rest ?? NO_PARAMS, bodyMd5: md5At === -1 ? undefined : b.toString('latin1', md5At, md5At + md5Len) };
       return { authKey, params: rest ?? NO_PARAMS };
     }
     if (prevAt !== -1 && compare(prevAt, prevLen, at, len) >= 0) return null; // out of order, or a repeat

@@ -40,7 +40,7 @@ export const TIMESTAMP_TOLERANCE_S = 600;
 
 const RESERVED = new Set(['auth_key', 'auth_timestamp', 'auth_version', 'auth_signature', 'body_md5']);
 
-function fail(error: string, status: 401 | 400 = 401): ApiAuthResult {
+function fail(error: string, status: 401 | 400 = 401): { ok: false; status: 401 | 400; error: string } {
   return { ok: false, status, error };
 }
 
@@ -150,6 +150,38 @@ export function forEachQueryPair(query: string, fn: (key: string, value: string)
   }
 }
 
+/** A signed request whose body is not read yet (http/router.ts checks the query first). */
+export interface SignedQuery extends Omit<SignedRequest, 'body'> {
+  /** Content-Length, null when not given (chunked). */
+  bodyLength: number | null;
+}
+
+export type QueryAuthResult =
+  | { ok: true; authKey: string; params: ReadonlyMap<string, string>; bodyMd5: string | undefined }
+  | { ok: false; status: 401 | 400; error: string };
+
+/**
+ * Everything verifyApiRequest checks that does not need the body: key, timestamp,
+ * version and the signature over the query (which commits to body_md5). A request that
+ * fails here is refused before its body is read. Once read, checkBody decides the rest.
+ */
+export function verifyApiQuery(req: SignedQuery, lookupSecret: (authKey: string) => string | null): QueryAuthResult {
+  const fast = verifySdkLayout(req.method, req.path, req.query, null, req.nowSeconds, TIMESTAMP_TOLERANCE_S, lookupSecret);
+  if (fast !== null && (fast.bodyMd5 !== undefined || !((req.bodyLength ?? 0) > 0))) {
+    return { ok: true, authKey: fast.authKey, params: fast.params, bodyMd5: fast.bodyMd5 };
+  }
+  const r = verifyCore(req, null, req.bodyLength, lookupSecret);
+  return r.ok ? { ok: true, authKey: r.authKey, params: r.params, bodyMd5: r.bodyMd5 } : r;
+}
+
+/** The body against the body_md5 of a query verifyApiQuery accepted: null when it matches, else the refusal. */
+export function checkBody(body: Buffer, bodyMd5: string | undefined): { ok: false; status: 401; error: string } | null {
+  if (bodyMd5 === undefined) return body.length > 0 ? { ok: false, status: 401, error: MISSING_MD5 } : null;
+  return md5Matches(body, bodyMd5) ? null : { ok: false, status: 401, error: 'body_md5 does not match the body' };
+}
+
+const MISSING_MD5 = 'Missing body_md5: required when the request has a body';
+
 export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: string) => string | null): ApiAuthResult {
   // The SDKs' layout, on bytes (api-auth-fast.ts); anything it does not accept is decided here.
   const fast = verifySdkLayout(req.method, req.path, req.query, req.body, req.nowSeconds, TIMESTAMP_TOLERANCE_S, lookupSecret);
@@ -159,6 +191,17 @@ export function verifyApiRequest(req: SignedRequest, lookupSecret: (authKey: str
 
 /** verifyApiRequest without the SDK-layout shortcut: any layout, and every error's wording. */
 export function verifyAnyLayout(req: SignedRequest, lookupSecret: (authKey: string) => string | null): ApiAuthResult {
+  const r = verifyCore(req, req.body, req.body.length, lookupSecret);
+  return r.ok ? { ok: true, authKey: r.authKey, params: r.params } : r;
+}
+
+/**
+ * The general check. `body` null: not read yet; then body_md5 is returned unchecked, and
+ * missing only counts when `bodyLength` (Content-Length) says there is a body.
+ */
+function verifyCore(
+  req: Omit<SignedRequest, 'body'>, body: Buffer | null, bodyLength: number | null, lookupSecret: (authKey: string) => string | null,
+): QueryAuthResult {
   const parsed = fromPairs(req.query);
   if ('duplicate' in parsed) return fail(`Duplicate query parameter '${parsed.duplicate}'`, 400);
 
@@ -190,16 +233,16 @@ export function verifyAnyLayout(req: SignedRequest, lookupSecret: (authKey: stri
 
   const bodyMd5 = parsed.bodyMd5;
   if (bodyMd5 === undefined) {
-    if (req.body.length > 0) return fail('Missing body_md5: required when the request has a body');
-  } else if (!md5Matches(req.body, bodyMd5)) {
+    if (bodyLength !== null && bodyLength > 0) return fail(MISSING_MD5);
+  } else if (body !== null && !md5Matches(body, bodyMd5)) {
     return fail('body_md5 does not match the body');
   }
 
   const signed = toSign(req.method, req.path, parsed.signed);
-  if (hmacSha256Matches(secret, signed, signature)) return { ok: true, authKey, params: parsed.rest };
+  if (hmacSha256Matches(secret, signed, signature)) return { ok: true, authKey, params: parsed.rest, bodyMd5 };
   const alt = decodedPath(req.path);
   if (alt !== null && hmacSha256Matches(secret, toSign(req.method, alt, parsed.signed), signature)) {
-    return { ok: true, authKey, params: parsed.rest };
+    return { ok: true, authKey, params: parsed.rest, bodyMd5 };
   }
   return fail(`Invalid signature: expected HMAC-SHA256 hex of the string to sign ${JSON.stringify(signed)}`);
 }

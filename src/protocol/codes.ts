@@ -53,6 +53,8 @@ export const SubscriptionStatus = {
   AuthFailed: 401,
   /** LimitReached: presence channel has max members. */
   MemberLimit: 4100,
+  /** LimitReached: the connection is at limits.max_subscriptions_per_connection or max_filter_values_per_connection. */
+  ConnectionLimit: 4100,
   /** LimitReached: presence member data too large. */
   MemberSize: 4301,
   /** LimitReached: channel name too long. */

@@ -11,6 +11,7 @@ import { nativeMaxBackpressure } from './backpressure';
 import { createClientEvents } from './client-events';
 import type { WsDeps } from './deps';
 import { createSignin } from './signin';
+import { createWsLimits } from './limits';
 import { createSubscriptions } from './subscribe';
 import type { Socket, SocketData } from './types';
 import type { AppConfig } from '../config/types';
@@ -47,8 +48,8 @@ export function newSocketData(id: string, app: AppConfig | null, refuse: SocketD
     lastSeen: Date.now(),
     evWindowStart: 0,
     evCount: 0,
-    wsWindowStart: 0,
-    wsCount: 0,
+    wsWindow: null,
+    frameTat: 0,
     delta: null,
   };
 }
@@ -86,6 +87,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
   const clientEvent = createClientEvents(deps);
   const meters = metersFor(deps.metrics);
   const signin = createSignin(deps);
+  const limits = createWsLimits(deps);
   const activityMs = config.websocket.activity_timeout * 1000;
   const pongMs = config.websocket.pong_timeout * 1000;
   const maxPayload = config.websocket.max_payload_kb * 1024;
@@ -103,14 +105,15 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
 
   /** Counts this frame; true when it is over the window's limit (and has been answered). */
   function overWsWindow(ws: Socket, d: SocketData, now: number): boolean {
-    if (now - d.wsWindowStart >= wsWindowMs) {
-      d.wsWindowStart = now;
-      d.wsCount = 0;
+    const w = (d.wsWindow ??= { start: now, count: 0 });
+    if (now - w.start >= wsWindowMs) {
+      w.start = now;
+      w.count = 0;
     }
-    if (++d.wsCount <= wsMax!) return false;
+    if (++w.count <= wsMax!) return false;
     meters.app(d.app!.id).rateLimited('websocket').inc();
-    if (d.wsCount === wsMax! + 1) {
-      const secs = Math.max(1, Math.ceil((d.wsWindowStart + wsWindowMs - now) / 1000));
+    if (w.count === wsMax! + 1) {
+      const secs = Math.max(1, Math.ceil((w.start + wsWindowMs - now) / 1000));
       sendFrame(meters, ws, d.app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.RateLimited,
         `Rate limit exceeded: at most ${wsMax} messages per ${config.rate_limiter.websocket.window_seconds} s; messages are dropped for ${secs} s`));
     }
@@ -215,7 +218,9 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     open(ws) {
       const d = ws.getUserData();
       const slot = d.refuse ? -1 : apps.index(d.app!);
+      if (!d.refuse) d.refuse = limits.admit(); // limits.max_connections, then the app's quota
       if (!d.refuse && !counters.tryAcquire(slot, d.app!.max_connections)) {
+        limits.release();
         d.refuse = { code: ErrorCode.OverQuota, message: `App is over its connection quota (${d.app!.max_connections})` };
       }
       if (d.refuse) {
@@ -252,6 +257,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       }
       const now = Date.now();
       d.lastSeen = now; // positive again: any frame answers a ping
+      if (limits.overBudget(ws, d, now)) return;
       if (wsMax !== null && overWsWindow(ws, d, now)) return;
       onFrame(ws, d, decoder.decode(message), now);
     },
@@ -269,6 +275,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       d.counted = -1;
       sockets.delete(d.id);
       counters.release(slot);
+      limits.release();
       meters.app(d.app!.id).connectionsActive.dec();
       // Before the unsubscribes: a test that sees an owner count the unsubscribe knows the
       // owner of the user (the same shard, if it is the channel's owner) has the sign-out too.

@@ -50,6 +50,7 @@ const PLAIN: Readonly<Record<Exclude<ChannelType, 'presence'>, Subscription>> = 
 export function createSubscriptions(deps: WsDeps): Subscriptions {
   const { directory, interest } = deps;
   const meters = metersFor(deps.metrics);
+  const { limits } = deps.config;
 
   /**
    * The socket's subscription record of a channel, and this shard's interest in the
@@ -90,19 +91,33 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
    * The subscribe's `filter`, validated once: null without one, undefined when it was
    * refused (the subscription_error is sent).
    */
-  function filterOf(ws: Socket, channel: string, raw: unknown): CompiledFilter | null | undefined {
+  function filterOf(ws: Socket, d: SocketData, channel: string, raw: unknown): CompiledFilter | null | undefined {
     if (raw === undefined || raw === null) return null;
     const tf = deps.config.tag_filtering;
     if (!tf.enabled || !deps.filters) {
       subscriptionError(ws, channel, 'InvalidFilter', 'tag filtering is not enabled on this server (tag_filtering.enabled)', SubscriptionStatus.InvalidFilter);
       return undefined;
     }
-    const parsed = parseFilter(raw, tf.max_nodes);
+    const parsed = parseFilter(raw, tf.max_nodes, limits.max_filter_values);
     if (!parsed.ok) {
       subscriptionError(ws, channel, 'InvalidFilter', parsed.error, SubscriptionStatus.InvalidFilter);
       return undefined;
     }
+    const refused = overFilterValues(d, parsed.values);
+    if (refused !== null) {
+      subscriptionError(ws, channel, 'LimitReached', refused, SubscriptionStatus.ConnectionLimit);
+      return undefined;
+    }
     return compileFilter(parsed.filter);
+  }
+
+  /** limits.max_filter_values_per_connection: the refusal when `values` more would pass it, else null. */
+  function overFilterValues(d: SocketData, values: number): string | null {
+    if (values === 0) return null;
+    let held = 0;
+    for (const sub of d.channels.values()) held += sub.tagFilter?.values ?? 0;
+    if (held + values <= limits.max_filter_values_per_connection) return null;
+    return `this connection's tag filters hold ${held} "in" / "nin" values; ${values} more would pass the ${limits.max_filter_values_per_connection} allowed (limits.max_filter_values_per_connection)`;
   }
 
   function subscriptionError(ws: Socket, channel: string, type: SubscriptionErrorType, error: string, status: number) {
@@ -264,8 +279,11 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       }
       const existing = d.channels.get(channel);
       if (existing) return resendSucceeded(ws, d, app, channel, existing);
+      if (d.channels.size >= limits.max_subscriptions_per_connection) {
+        return subscriptionError(ws, channel, 'LimitReached', `this connection is subscribed to ${d.channels.size} channels, the most allowed (limits.max_subscriptions_per_connection); unsubscribe from one first`, SubscriptionStatus.ConnectionLimit);
+      }
 
-      const filter = filterOf(ws, channel, data.filter);
+      const filter = filterOf(ws, d, channel, data.filter);
       if (filter === undefined) return;
       const type = channelType(channel);
       if (type !== 'public') {

@@ -63,9 +63,10 @@ export interface SocketData {
   /** Client-event rate window. */
   evWindowStart: number;
   evCount: number;
-  /** rate_limiter.websocket window of this connection (all frames): start (ms), frames in it. */
-  wsWindowStart: number;
-  wsCount: number;
+  /** rate_limiter.websocket window of this connection (all frames): start (ms), frames in it; null until the first frame with that limit on. */
+  wsWindow: { start: number; count: number } | null;
+  /** The frame budget's theoretical arrival time (ms) of the next frame (limits/frames.ts). */
+  frameTat: number;
   /** Delta compression state (delta/shard.ts): null until the socket opts in or subscribes with delta. */
   delta: SocketDelta | null;
 }
