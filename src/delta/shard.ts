@@ -31,6 +31,7 @@ import type { TemplatedApp } from 'uWebSockets.js';
 import type { ControlMsg, PublishFrame } from '../bus/messages';
 import type { InboundStage } from '../channels/publisher';
 import type { Interest } from '../channels/interest';
+import { publishExcept } from '../channels/exclude';
 import { topicOf } from '../channels/topic';
 import type { AppConfig, Config } from '../config/types';
 import { Ev } from '../protocol/events';
@@ -152,14 +153,9 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
     ch.streams.delete(id);
   }
 
-  /** Native publish, skipping `sender` natively when it is on the topic; how many it reached (when counting). */
+  /** Native publish skipping `sender` (channels/exclude.ts); how many it reached (when counting). */
   function publishTo(topic: string, bytes: string | Uint8Array, sender: Socket | undefined): number {
-    if (sender !== undefined && sender.isSubscribed(topic)) {
-      sender.publish(topic, bytes, false);
-      return meters.enabled ? uws.numSubscribers(topic) - 1 : 0;
-    }
-    uws.publish(topic, bytes, false);
-    return meters.enabled ? uws.numSubscribers(topic) : 0;
+    return publishExcept(uws, topic, bytes, sender, meters.enabled);
   }
 
   function socketDelta(d: SocketData): SocketDelta {
