@@ -19,6 +19,19 @@
 //  3. The sequencer never throws into the bus: a message it cannot read is logged and
 //     dropped; a shard whose ring is full misses the frame (logged, counted) and its
 //     clients resynchronise (base_index mismatch → pusher:delta_sync_error).
+//  4. Tag filters (spec order: filter, then delta; delta/shard.ts rule 8): a shard
+//     registers each (channel, filter, algorithm) it has delta subscribers of
+//     (`delta_filter`, answered in this queue). A tagged message is also numbered in the
+//     streams of every registered filter it matches (stream table key `app C\0<filter>`,
+//     so a filter's seq and bases are exactly the messages its subscribers received, with
+//     local numbering in cluster_coordination mode), each stream's delta computed once for
+//     the algorithms its shards use; each shard's frame carries the parts of the filters
+//     it registered. A filter no shard uses any more is forgotten with its streams.
+//  5. The unfiltered stream is numbered for every message, but its delta is computed only
+//     for the algorithms some shard registered an unfiltered subscriber of (filter ''):
+//     on a channel whose delta subscribers all filter, it goes full (to nobody). A
+//     subscriber whose registration is still on its way gets full messages, as rule 2
+//     allows for any socket; it takes deltas from the answer on.
 
 import type { Logger } from 'pino';
 import type { ControlMsg, FilteredDelta, PublishFrame } from '../bus/messages';
@@ -156,6 +169,8 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
 
   /** The tag filters delta subscribers registered, per channel (rule 4). */
   const filters = new Map<string, ChannelFilters>();
+  /** The shards' unfiltered delta subscribers, per channel (registered as filter ''; rule 5). */
+  const open = new Map<string, FilterReg>();
 
   /** The pusher:delta messages of a computed result, null for each one not smaller than the full message (rule: "not smaller"). */
   function deltasOf(result: DeltaResult, j: Job): (string | null)[] | null {
@@ -230,7 +245,9 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     const d = table.next(key, event, value ?? '', envelope, bytes.length, ch, force, now(), position);
     const full = fullMessage(envelope, d.seq, value);
     const msg: DeltaFrame = { type: 'delta', app: f.app, channel: f.channel, except: f.except, stream: d.stream, full, deltas: null, dropped: d.dropped, tags };
-    job(d, full, algos, (deltas) => (msg.deltas = deltas));
+    // rule 5: no delta for the unfiltered stream while no shard registered a subscriber of it
+    const mine = open.get(key);
+    if (mine !== undefined) job(d, full, algos.map((a, i) => a && mine.algos[i]), (deltas) => (msg.deltas = deltas));
 
     // rule 4: the same message in the stream of each registered filter it matches
     const parts: { reg: FilterReg; part: FilteredDelta }[] = [];
@@ -274,7 +291,9 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     const i = ALGOS.indexOf(msg.algo as Algo);
     const key = msg.app + ' ' + msg.channel;
     let cf = filters.get(key);
-    if (i < 0) {
+    if (i >= 0 && msg.filter === '') {
+      registerOpen(key, msg.op, i, from);
+    } else if (i < 0) {
       log.error({ algo: msg.algo, channel: msg.channel }, 'delta sequencer: a filter registration with an unknown algorithm, ignored');
     } else if (msg.op === 'add') {
       if (cf === undefined) filters.set(key, (cf = { matcher: new ChannelMatcher<FilterReg>(), byKey: new Map() }));
@@ -305,11 +324,34 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     enqueue(() => bus.reply(from, msg.req, true), true);
   }
 
+  /** Rule 5: a shard's first / last unfiltered delta subscriber of a channel with algorithm `i`. */
+  function registerOpen(key: string, op: 'add' | 'remove', i: number, from: number): void {
+    let reg = open.get(key);
+    if (op === 'add') {
+      if (reg === undefined) open.set(key, (reg = { key: '', users: new Map(), algos: ALGOS.map(() => false) }));
+      const counts = reg.users.get(from) ?? ALGOS.map(() => 0);
+      counts[i]++;
+      reg.users.set(from, counts);
+      reg.algos[i] = true;
+      return;
+    }
+    const counts = reg?.users.get(from);
+    if (reg === undefined || counts === undefined || counts[i] === 0) return;
+    counts[i]--;
+    if (counts.every((n) => n === 0)) reg.users.delete(from);
+    recount(reg);
+    if (reg.users.size === 0) open.delete(key);
+  }
+
+  function recount(reg: FilterReg): void {
+    const users = [...reg.users.values()];
+    reg.algos = ALGOS.map((_, i) => users.some((c) => c[i] > 0));
+  }
+
   /** Recounts a filter's algorithms; forgets it (and its streams) when no shard uses it. */
   function settle(key: string, cf: ChannelFilters, e: MatchEntry<FilterReg>): void {
-    const users = [...e.sub.users.values()];
-    e.sub.algos = ALGOS.map((_, i) => users.some((c) => c[i] > 0));
-    if (users.length > 0) return;
+    recount(e.sub);
+    if (e.sub.users.size > 0) return;
     cf.matcher.remove(e);
     cf.byKey.delete(e.sub.key);
     table.drop(filterTableKey(key, e.sub.key));
@@ -331,6 +373,11 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
 
   /** A replaced shard: its registrations go (it registers its new subscribers afresh). */
   function forgetShard(shard: number): void {
+    for (const [key, reg] of open) {
+      if (!reg.users.delete(shard)) continue;
+      recount(reg);
+      if (reg.users.size === 0) open.delete(key);
+    }
     for (const [key, cf] of filters) {
       for (const e of [...cf.byKey.values()]) {
         if (e.sub.users.delete(shard)) settle(key, cf, e);

@@ -80,6 +80,8 @@ interface StreamSubs {
 }
 
 interface ChannelSubs {
+  /** Unfiltered sets: its sockets per algorithm (ALGOS order), registered with the sequencer (its rule 5). */
+  counts?: number[];
   allTopic: string;
   topic: string;
   sockets: Map<Socket, Algo>;
@@ -221,7 +223,19 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
     return true;
   }
 
-  function forget(ch: ChannelSubs, key: string, ws: Socket): void {
+  /** Sequencer rule 5: the shard's first / last unfiltered subscriber of (channel, algorithm). */
+  function count(ch: ChannelSubs, app: string, channel: string, algo: Algo, by: 1 | -1): void {
+    const counts = (ch.counts ??= ALGOS.map(() => 0));
+    const i = ALGOS.indexOf(algo);
+    counts[i] += by;
+    if (counts[i] !== (by === 1 ? 1 : 0)) return;
+    deps.register(by === 1 ? 'add' : 'remove', app, channel, '', algo)
+      .catch((err: Error) => log.warn({ err, channel }, 'delta: the sequencer did not take a subscriber registration; its subscribers may get full messages'));
+  }
+
+  function forget(ch: ChannelSubs, key: string, ws: Socket, app: string, channel: string): void {
+    const algo = ch.sockets.get(ws) ?? ch.paused.get(ws);
+    if (algo !== undefined) count(ch, app, channel, algo, -1);
     if (leave(ch, ws)) channels.delete(key);
   }
 
@@ -429,6 +443,7 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
           ch = { allTopic: key + '\x01', topic: key, sockets: new Map(), paused: new Map(), streams: new Map() };
           channels.set(key, ch);
         }
+        if (!ch.sockets.has(ws) && !ch.paused.has(ws)) count(ch, app.id, channel, algo, 1);
         ch.sockets.set(ws, algo);
         ws.subscribe(ch.allTopic);
       }
@@ -448,7 +463,7 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
       const ch = channels.get(key);
       if (ch !== undefined) {
         ws.unsubscribe(ch.allTopic);
-        forget(ch, key, ws);
+        forget(ch, key, ws, app, channel);
       }
       return true;
     },
@@ -464,7 +479,7 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
         }
         const key = topicOf(d.app.id, channel);
         const ch = channels.get(key);
-        if (ch !== undefined) forget(ch, key, ws);
+        if (ch !== undefined) forget(ch, key, ws, d.app.id, channel);
       }
       sd.channels.clear();
     },

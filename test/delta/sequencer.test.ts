@@ -40,10 +40,18 @@ async function harness(cfg = config()) {
     m.set(b, 1);
     seq.publish({ app: APP.id, channel, except: '', message: m, tags });
   };
+  // shard 1's delta interest, and its unfiltered subscribers registered (sequencer rule 5)
+  let req = 1000;
+  const register = (algo: 'fossil' | 'xdelta3') => (app: string, channel: string) => {
+    mine[algo].add(app, channel);
+    seq.control({ type: 'delta_filter', req: ++req, from: 1, op: 'add', app, channel, filter: '', algo }, 1);
+    replies.pop();
+  };
+  const shard1 = { fossil: { add: register('fossil') }, xdelta3: { add: register('xdelta3') }, interest: mine };
   const settle = async () => {
     for (let i = 0; i < 100 && seq.pending > 0; i++) await new Promise((r) => setTimeout(r, 10));
   };
-  return { seq, mine, sent, replies, publish, settle };
+  return { seq, mine: shard1, sent, replies, publish, settle };
 }
 
 const env = (ch: string, ev: string, data: string) => '{"event":' + JSON.stringify(ev) + ',"channel":' + JSON.stringify(ch) + ',"data":' + JSON.stringify(data) + '}';
@@ -190,4 +198,23 @@ t.test('tag filters: each registered filter has its own streams, numbered over t
     return h.replies[h.replies.length - 1].body as { streams: number[] };
   };
   t.same(states(eu).streams, [], 'a replaced shard\'s filter is forgotten with its streams');
+});
+
+t.test('rule 5: no unfiltered delta while no shard registered an unfiltered subscriber', async (t) => {
+  const h = await harness();
+  h.mine.interest.fossil.add(APP.id, 'c'); // delta interest: a filtered subscriber only
+  const eu = filterKey({ key: 'region', cmp: 'eq', val: 'eu' });
+  h.seq.control({ type: 'delta_filter', req: 1, from: 1, op: 'add', app: APP.id, channel: 'c', filter: eu, algo: 'fossil' }, 1);
+  const big = 'abcdefghij'.repeat(40);
+  const tags = JSON.stringify({ region: 'eu' });
+  h.publish('c', env('c', 'e', big + 1), Force.None, tags);
+  h.publish('c', env('c', 'e', big + 2), Force.None, tags);
+  await h.settle();
+  const msgs = h.sent.map((s) => s.msg as Extract<ControlMsg, { type: 'delta' }>);
+  t.equal(msgs[1].deltas, null, 'the unfiltered stream: not computed, full');
+  t.ok(msgs[1].filtered?.[0].deltas?.[0], 'the filter\'s stream: a delta');
+  h.mine.fossil.add(APP.id, 'c'); // now an unfiltered subscriber registers
+  h.publish('c', env('c', 'e', big + 3), Force.None, tags);
+  await h.settle();
+  t.ok((h.sent[2].msg as Extract<ControlMsg, { type: 'delta' }>).deltas?.[0], 'then the unfiltered stream gets its delta');
 });
