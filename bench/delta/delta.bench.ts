@@ -2,7 +2,10 @@
 //
 //  bandwidth  N subscribers of one channel, a realistic stream (1 KB order-book updates,
 //             two levels changing per update), plain vs Fossil (and Xdelta3), with and
-//             without a conflation key: bytes on the wire per subscriber.
+//             without a conflation key: bytes on the wire per subscriber. Filtered: the
+//             same, for subscribers with a tag filter (sym = one of 8 symbols, each update
+//             tagged with its symbol) against filtered plain ones: a filtered
+//             subscriber's stream is the messages it receives (delta/shard.ts rule 8).
 //  rate       N subscribers, closed-loop publisher for D seconds: delivered msgs/s,
 //             plain vs Fossil delta subscribers, and the server's CPU per delivered message.
 //
@@ -39,7 +42,7 @@ async function startServer(tmpDir: string): Promise<RunningTarget> {
   const file = path.join(tmpDir, `delta-${port}.yaml`);
   fs.writeFileSync(file, [
     'host: 127.0.0.1', `port: ${port}`, `workers: ${WORKERS}`, 'shutdown_grace_period: 3000',
-    'log:', '  level: warn',
+    'log:', '  level: warn', 'tag_filtering:', '  enabled: true',
     'delta_compression:', `  pool_size: ${POOL}`, `  full_message_interval: ${INTERVAL}`, `  omit_delta_algorithm: ${OMIT}`,
     'apps:', `  - id: ${APP.id}`, `    key: ${APP.key}`, `    secret: ${APP.secret}`,
     '    max_client_events_per_second: 10000000',
@@ -50,18 +53,21 @@ async function startServer(tmpDir: string): Promise<RunningTarget> {
   const root = ringcastRoot();
   return launchServer({
     name: 'ringcast-delta', cmd: process.execPath, args: [path.join(root, 'bin', 'ringcast.js'), 'start', '--config', file],
-    cwd: root, env: baseEnv(), port, tmpDir, readyPath: '/up', stopGraceMs: 6000,
+    cwd: root, env: baseEnv(), port, tmpDir, readyPath: '/up', stopGraceMs: 6000, readyTimeoutMs: 120_000,
   });
 }
 
 type Mode = 'plain' | 'fossil' | 'xdelta3';
-const subData = (m: Mode) => (m === 'plain' ? undefined : { delta: m });
+/** The filtered subscribers' symbol, one of SYMBOLS. */
+const FILTER = { key: 'sym', cmp: 'eq', val: 'GBPUSD' };
+const SYMBOLS = ['EURUSD', 'GBPUSD', 'USDJPY', 'EURGBP', 'AUDUSD', 'USDCHF', 'NZDUSD', 'USDCAD'];
+const subData = (m: Mode, filtered = false) => ({ ...(m === 'plain' ? {} : { delta: m }), ...(filtered ? { filter: FILTER } : {}) });
 
-async function pool(srv: RunningTarget, mode: Mode, channel: string): Promise<GenPool> {
+async function pool(srv: RunningTarget, mode: Mode, channel: string, filtered = false): Promise<GenPool> {
   const g = await GenPool.start({
     host: '127.0.0.1', port: srv.port, connections: SUBS, procs: 1, minProcs: 1,
     channels: { prefix: channel, perConn: 1, mod: 1 }, latency: false, subscribeOnConnect: true,
-    srcAddrs: [], concurrency: 200, socketsPerProc: 20_000, subscribeData: subData(mode),
+    srcAddrs: [], concurrency: 200, socketsPerProc: 20_000, subscribeData: subData(mode, filtered),
   });
   const c = await g.connect(60_000);
   if (c.subsConfirmed < SUBS) throw new Error(`only ${c.subsConfirmed} of ${SUBS} subscribed`);
@@ -83,6 +89,32 @@ async function bandwidth(srv: RunningTarget, mode: Mode, keyed: boolean): Promis
     const books = new Books(rng(42), 1000);
     const symbols = keyed ? ['EURUSD', 'GBPUSD', 'USDJPY', 'EURGBP', 'AUDUSD', 'USDCHF', 'NZDUSD', 'USDCAD'] : ['BTCUSD'];
     for (let i = 0; i < MESSAGES; i++) await sdk.trigger(full, 'book', books.update(symbols[i % symbols.length]));
+    const end = await g.drain(500, 30_000);
+    const after = await bytesOf(g);
+    return { perSub: (after - before) / SUBS, msgs: (end.msgs - msgs0) / SUBS };
+  } finally {
+    await g.close();
+  }
+}
+
+/**
+ * Bytes per filtered subscriber: MESSAGES updates of each of SYMBOLS, interleaved and
+ * tagged with their symbol, to subscribers that filter one symbol (no conflation key).
+ */
+async function bandwidthFiltered(srv: RunningTarget, mode: Mode): Promise<{ perSub: number; msgs: number }> {
+  const channel = `filt-${mode}-`;
+  const g = await pool(srv, mode, channel, true);
+  try {
+    const before = await bytesOf(g);
+    const msgs0 = (await g.snapshot()).msgs;
+    const sdk = new Pusher({ appId: APP.id, key: APP.key, secret: APP.secret, host: '127.0.0.1', port: String(srv.port), useTLS: false, agent: new http.Agent({ keepAlive: true }) });
+    const books = new Books(rng(42), 1000);
+    for (let i = 0; i < MESSAGES * SYMBOLS.length; i++) {
+      const sym = SYMBOLS[i % SYMBOLS.length];
+      // the SDK's trigger has no `tags`: its signed POST to the events endpoint
+      const body = { name: 'book', channel: `${channel}0-0`, data: books.update(sym), tags: { sym } };
+      await sdk.post({ path: '/events', body: body as unknown as string }); // the SDK serialises it
+    }
     const end = await g.drain(500, 30_000);
     const after = await bytesOf(g);
     return { perSub: (after - before) / SUBS, msgs: (end.msgs - msgs0) / SUBS };
@@ -156,6 +188,20 @@ async function main(): Promise<void> {
         };
         process.stderr.write(`${k}: ${JSON.stringify(out[k])}\n`);
       }
+      const plain = await bandwidthFiltered(srv, 'plain');
+      const fossil = await bandwidthFiltered(srv, 'fossil');
+      const xdelta = await bandwidthFiltered(srv, 'xdelta3');
+      const open = out.bandwidth as { fossil_ratio: number; xdelta3_ratio: number };
+      const fr = fossil.perSub / plain.perSub;
+      const xr = xdelta.perSub / plain.perSub;
+      out.bandwidth_filtered = {
+        plain_bytes_per_sub: Math.round(plain.perSub), fossil_bytes_per_sub: Math.round(fossil.perSub), xdelta3_bytes_per_sub: Math.round(xdelta.perSub),
+        fossil_ratio: +fr.toFixed(3), xdelta3_ratio: +xr.toFixed(3),
+        // against the unfiltered subscribers' ratio (1 = the same compression)
+        fossil_vs_unfiltered: +(fr / open.fossil_ratio).toFixed(3), xdelta3_vs_unfiltered: +(xr / open.xdelta3_ratio).toFixed(3),
+        msgs_per_sub: [plain.msgs, fossil.msgs, xdelta.msgs],
+      };
+      process.stderr.write(`bandwidth_filtered: ${JSON.stringify(out.bandwidth_filtered)}\n`);
     }
     if (only !== 'bandwidth') {
       const rows: { plain: number; fossil: number; cpuPlain: number; cpuFossil: number }[] = [];

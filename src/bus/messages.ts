@@ -53,16 +53,24 @@ export type ControlMsg =
    * Delta sequencer → the shards with delta subscribers of the channel (delta/): one
    * message of stream `stream`, in full (with __delta_seq) and, unless it goes full to
    * everyone (`deltas` null), as a pusher:delta per algorithm (ALGOS order; null: none).
-   * `dropped`: stream ids the shards may forget.
+   * `dropped`: stream ids the shards may forget. `tags`: the event's (tag filtering);
+   * `filtered`: the same message in the streams of the tag filters it matched that the
+   * receiving shard registered (`delta_filter`), each numbered and delta-compressed on its own.
    */
-  | { type: 'delta'; app: string; channel: string; except: string; stream: number; full: string; deltas: (string | null)[] | null; dropped: number[] }
+  | { type: 'delta'; app: string; channel: string; except: string; stream: number; full: string; deltas: (string | null)[] | null; dropped: number[]; tags?: string | null; filtered?: FilteredDelta[] }
   /**
    * Shard → primary (delta_compression.cluster_coordination): a local event of a channel
    * deltas may apply to, for a cluster-wide stream position (delta/coord.ts).
    */
-  | { type: 'delta_origin'; app: string; channel: string; except: string; force: number; message: string }
-  /** Shard → delta sequencer: the kept messages of a channel with a conflation key (delta_cache_sync). */
-  | { type: 'delta_states'; req: number; from: number; app: string; channel: string }
+  | { type: 'delta_origin'; app: string; channel: string; except: string; force: number; message: string; tags?: string }
+  /** Shard → delta sequencer: the kept messages of a channel with a conflation key (delta_cache_sync), of a filter's streams with `filter`. */
+  | { type: 'delta_states'; req: number; from: number; app: string; channel: string; filter?: string }
+  /**
+   * Shard → delta sequencer: the shard's first (`add`) or last (`remove`) delta subscriber
+   * of the channel with this tag filter (CompiledFilter.key) and algorithm. Answered once
+   * the sequencer has it (delta/shard.ts rule 8).
+   */
+  | { type: 'delta_filter'; req: number; from: number; op: 'add' | 'remove'; app: string; channel: string; filter: string; algo: string }
   /**
    * Shard → primary: a question for every other node of the cluster (channels/
    * cluster-directory.ts); answered with { answers, complete }.
@@ -144,6 +152,16 @@ export interface RestoreChannel {
   members: [unknown, unknown, number][] | null;
   /** Presence: the member ids the sending shard's clients know (its shadow set); null otherwise. */
   shadow: unknown[] | null;
+}
+
+/** One tag filter's stream in a sequencer `delta` frame (fields as the frame's own). */
+export interface FilteredDelta {
+  /** The filter (CompiledFilter.key). */
+  key: string;
+  stream: number;
+  full: string;
+  deltas: (string | null)[] | null;
+  dropped: number[];
 }
 
 export type RequestMsg = Extract<ControlMsg, { req: number; from: number }>;

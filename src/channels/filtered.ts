@@ -30,6 +30,7 @@ import type { CompiledFilter } from '../filter/compile';
 import { ChannelMatcher, type MatchEntry } from '../filter/matcher';
 import { parseTags } from '../filter/tags';
 import type { Meters } from '../metrics/meters';
+import { publishExcept } from './exclude';
 import type { InboundStage } from './publisher';
 
 /** What the stage needs of a socket (a uWS WebSocket). */
@@ -38,7 +39,7 @@ export interface FilteredSocket {
   subscribe(topic: string): boolean;
   unsubscribe(topic: string): boolean;
   isSubscribed(topic: string): boolean;
-  publish(topic: string, message: Uint8Array, isBinary: boolean): boolean;
+  publish(topic: string, message: string | Uint8Array, isBinary: boolean): boolean;
 }
 
 /** A filtered subscription: on native pair topics (of one key), or on its filter's shared topic. */
@@ -106,18 +107,10 @@ export function createFilteredSubscriptions<S extends FilteredSocket>(deps: Filt
     sent += publishNative(frame!, shared.topic);
   };
 
-  /** Native publish to `t`, skipping the excluded socket the way channels/publisher.ts does. */
+  /** Native publish to `t`, skipping the excluded socket (channels/exclude.ts). */
   function publishNative(f: PublishFrame, t: string): number {
     if (uws === null) return 0;
-    if (f.except !== '') {
-      const sender = sockets.get(f.except);
-      if (sender && !sender.getUserData().closed && sender.isSubscribed(t)) {
-        sender.publish(t, f.message, false);
-        return meters.enabled ? uws.numSubscribers(t) - 1 : 0;
-      }
-    }
-    uws.publish(t, f.message, false);
-    return meters.enabled ? uws.numSubscribers(t) : 0;
+    return publishExcept(uws, t, f.message, f.except !== '' ? sockets.get(f.except) : undefined, meters.enabled);
   }
 
   function indexDeliver(f: PublishFrame, index: ChannelMatcher<SharedFilter>, tags: ReturnType<typeof parseTags>): number {

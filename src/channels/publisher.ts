@@ -23,6 +23,7 @@ import { noMetrics, type MetricsSink } from '../metrics/types';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import type { CacheChannels } from './cache';
+import { publishExcept, type ExcludedSocket } from './exclude';
 import type { Interest } from './interest';
 import { ownerOf } from './owner';
 import { topicOf } from './topic';
@@ -78,11 +79,7 @@ export interface PublishGuard {
 }
 
 /** What the inbound side needs of a local socket (a uWS WebSocket; ws/types.ts). */
-export interface LocalSocket {
-  getUserData(): { closed: boolean };
-  isSubscribed(topic: string): boolean;
-  publish(topic: string, message: Uint8Array, isBinary: boolean): boolean;
-}
+export type LocalSocket = ExcludedSocket;
 
 export interface PublisherDeps {
   bus: PipelineBus;
@@ -212,22 +209,10 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     guard?.beforePublish(topic, f.message.length, f.except, f.tags);
     for (let i = 0; i < filters.length; i++) if (filters[i].deliver(f, topic)) return;
     if (uws === null) return;
-    if (f.except) {
-      const sender = sockets.get(f.except);
-      // ws.publish skips the publishing socket natively. It publishes nothing at all
-      // when that socket has never subscribed to any topic (uWS: no subscriber record),
-      // e.g. a presence joiner whose member_added goes out before its own subscribe;
-      // a socket not subscribed to this topic cannot receive it anyway.
-      if (sender && !sender.getUserData().closed && sender.isSubscribed(topic)) {
-        sender.publish(topic, f.message, false);
-        // messages_sent_total counts what is handed to uWS (sockets over their
-        // backpressure limit skip it inside uWS, uncounted).
-        if (meters.enabled) meters.delivered(f.app, f.message, uws.numSubscribers(topic) - 1);
-        return;
-      }
-    }
-    uws.publish(topic, f.message, false);
-    if (meters.enabled) meters.delivered(f.app, f.message, uws.numSubscribers(topic));
+    // messages_sent_total counts what is handed to uWS (sockets over their backpressure
+    // limit skip it inside uWS, uncounted).
+    const n = publishExcept(uws, topic, f.message, f.except ? sockets.get(f.except) : undefined, meters.enabled);
+    if (meters.enabled) meters.delivered(f.app, f.message, n);
   }
 
   return {

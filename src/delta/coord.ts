@@ -68,6 +68,8 @@ interface Wire {
   x: string;
   f: number;
   m: string;
+  /** The event's tags (tag-filtered delta streams, delta/sequencer.ts rule 4). */
+  t?: string;
   p?: number;
   k?: string;
   /** Request: the coordinator the origin chose (the only node that answers it). */
@@ -91,7 +93,7 @@ export function coordRoute(bus: PipelineBus, primary: number): OutboundStage {
       // a subscription's own `delta` may turn any channel on (settings.ts), so every one
       // but the encrypted ones
       if (isEncrypted(m.channel)) return false;
-      bus.control(primary, { type: 'delta_origin', app: m.app, channel: m.channel, except: m.except, force: forceOf(m.delta), message: m.message });
+      bus.control(primary, { type: 'delta_origin', app: m.app, channel: m.channel, except: m.except, force: forceOf(m.delta), message: m.message, ...(m.tags ? { tags: m.tags } : {}) });
       return false;
     },
   };
@@ -167,7 +169,7 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
     for (const t of tables) if (t.targets(r.a, r.c, scratch).length > 0) wanted = true;
     if (!wanted) return;
     try {
-      bus.publishTo(to, r.a, r.c, r.x, stampedInput(r.f, r.p ?? -1, r.m));
+      bus.publishTo(to, r.a, r.c, r.x, stampedInput(r.f, r.p ?? -1, r.m), r.t ?? null);
     } catch (err) {
       metrics.inc('adapter_errors_total');
       log.warn({ err, channel: r.c }, 'delta coordination: the sequencer\'s queue is full; a message was not sequenced');
@@ -216,7 +218,7 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
       counters.set(key, c);
     }
     c.used = now;
-    const rec: Wire = { o: r.o, i: r.i, a: r.a, c: r.c, x: r.x, f: r.f, m: r.m, p: c.next++ };
+    const rec: Wire = { o: r.o, i: r.i, a: r.a, c: r.c, x: r.x, f: r.f, m: r.m, t: r.t, p: c.next++ };
     if (tx.publish(subj.rec, enc.encode(JSON.stringify(rec)))) return true;
     metrics.inc('adapter_errors_total');
     return false;
@@ -256,7 +258,7 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
 
   return {
     origin(msg) {
-      const r: Wire = { o: node.id, i: nextId++, a: msg.app, c: msg.channel, x: msg.except, f: msg.force, m: msg.message };
+      const r: Wire = { o: node.id, i: nextId++, a: msg.app, c: msg.channel, x: msg.except, f: msg.force, m: msg.message, t: msg.tags };
       let parsed: { event?: unknown; data?: unknown };
       try {
         parsed = JSON.parse(msg.message) as typeof parsed;

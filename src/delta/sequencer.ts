@@ -19,14 +19,31 @@
 //  3. The sequencer never throws into the bus: a message it cannot read is logged and
 //     dropped; a shard whose ring is full misses the frame (logged, counted) and its
 //     clients resynchronise (base_index mismatch → pusher:delta_sync_error).
+//  4. Tag filters (spec order: filter, then delta; delta/shard.ts rule 8): a shard
+//     registers each (channel, filter, algorithm) it has delta subscribers of
+//     (`delta_filter`, answered in this queue). A tagged message is also numbered in the
+//     streams of every registered filter it matches (stream table key `app C\0<filter>`,
+//     so a filter's seq and bases are exactly the messages its subscribers received, with
+//     local numbering in cluster_coordination mode), each stream's delta computed once for
+//     the algorithms its shards use; each shard's frame carries the parts of the filters
+//     it registered. A filter no shard uses any more is forgotten with its streams.
+//  5. The unfiltered stream is numbered for every message, but its delta is computed only
+//     for the algorithms some shard registered an unfiltered subscriber of (filter ''):
+//     on a channel whose delta subscribers all filter, it goes full (to nobody). A
+//     subscriber whose registration is still on its way gets full messages, as rule 2
+//     allows for any socket; it takes deltas from the answer on.
 
 import type { Logger } from 'pino';
-import type { ControlMsg, PublishFrame } from '../bus/messages';
+import type { ControlMsg, FilteredDelta, PublishFrame } from '../bus/messages';
 import type { Config } from '../config/types';
 import type { Interest } from '../channels/interest';
 import type { MetricsSink } from '../metrics/types';
 import { ALGOS, ChannelSettings, type Algo } from './settings';
-import { StreamTable } from './streams';
+import { compileFilter } from '../filter/compile';
+import { ChannelMatcher, type MatchEntry } from '../filter/matcher';
+import type { FilterNode } from '../filter/parse';
+import { parseTags } from '../filter/tags';
+import { StreamTable, type Decision, type Entry } from './streams';
 import { conflationValueOf, deltaMessage, Force, fullMessage, STAMPED } from './wire';
 
 /** What the pool computes: the delta from base to target per algorithm asked (ALGOS order, null when not asked). */
@@ -59,11 +76,46 @@ export interface SequencerDeps {
 export interface Sequencer {
   publish(f: PublishFrame): void;
   control(msg: ControlMsg, from: number): void;
+  /** Shard `shard` was replaced: its filter registrations go. */
+  forgetShard(shard: number): void;
   /** Drops state older than max_state_age_secs. */
   sweep(): void;
   /** Messages waiting for their delta (tests, shutdown). */
   readonly pending: number;
 }
+
+type DeltaFrame = Extract<ControlMsg, { type: 'delta' }>;
+
+/** One delta to compute: a message against its stream's base, and where its result goes. */
+interface Job {
+  base: Entry;
+  target: Uint8Array;
+  envelope: string;
+  full: string;
+  event: string;
+  channel: string;
+  seq: number;
+  value: string | null;
+  force: Force;
+  algos: boolean[];
+  set(deltas: (string | null)[] | null): void;
+}
+
+/** A registered tag filter: which shards use it, with how many subscriptions per algorithm. */
+interface FilterReg {
+  key: string;
+  users: Map<number, number[]>;
+  /** ALGOS order: some shard decodes this algorithm. */
+  algos: boolean[];
+}
+
+interface ChannelFilters {
+  matcher: ChannelMatcher<FilterReg>;
+  byKey: Map<string, MatchEntry<FilterReg>>;
+}
+
+/** The stream table's key of a filter's streams on a channel. */
+const filterTableKey = (channelKey: string, filter: string) => channelKey + '\0' + filter;
 
 interface Slot {
   ready: boolean;
@@ -104,7 +156,7 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     return slot;
   }
 
-  function sendTo(targets: ReadonlySet<number>, msg: ControlMsg): void {
+  function sendTo(targets: Iterable<number>, msg: ControlMsg): void {
     for (const s of targets) {
       try {
         bus.control(s, msg);
@@ -113,6 +165,48 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
         log.error({ err, shard: s, channel: (msg as { channel?: string }).channel }, 'delta frame not delivered: internal queue full');
       }
     }
+  }
+
+  /** The tag filters delta subscribers registered, per channel (rule 4). */
+  const filters = new Map<string, ChannelFilters>();
+  /** The shards' unfiltered delta subscribers, per channel (registered as filter ''; rule 5). */
+  const open = new Map<string, FilterReg>();
+
+  /** The pusher:delta messages of a computed result, null for each one not smaller than the full message (rule: "not smaller"). */
+  function deltasOf(result: DeltaResult, j: Job): (string | null)[] | null {
+    let any = false;
+    // bytes of the full message on the wire (the `__` fields are ASCII)
+    const fullBytes = j.target.length + j.full.length - j.envelope.length;
+    const out = result.map((delta, i) => {
+      if (delta === null) return null;
+      const m = deltaMessage(deps.deltaEvent, j.channel, j.event, delta, j.seq, j.base.seq, omitAlgorithm ? null : ALGOS[i], j.value);
+      // the pusher:delta as sent (base64, wrapper; ASCII) against the full message, unless
+      // the publisher forced a delta
+      if (m.length >= fullBytes && j.force !== Force.Delta) return null;
+      any = true;
+      return m;
+    });
+    return any ? out : null;
+  }
+
+  /** Has one job's delta computed; `done` once its result is set (failures: sent in full). */
+  function run(j: Job, done: () => void): void {
+    const finish = (result: DeltaResult): void => {
+      j.set(deltasOf(result, j));
+      done();
+    };
+    const failed = (err: unknown): void => {
+      log.error({ err, channel: j.channel }, 'delta computation failed; sent in full');
+      finish(ALGOS.map(() => null));
+    };
+    let out: DeltaResult | Promise<DeltaResult>;
+    try {
+      out = deps.compute({ base: Buffer.from(j.base.content), target: j.target, algos: j.algos });
+    } catch (err) {
+      return failed(err);
+    }
+    if (out instanceof Promise) out.then(finish, failed);
+    else finish(out);
   }
 
   function publish(f: PublishFrame): void {
@@ -142,64 +236,159 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     const ch = settings.of(f.app, f.channel);
     const value = ch.conflationKey === null ? null : conflationValueOf(parsed.data, ch.conflationKey.split('.'));
     const key = f.app + ' ' + f.channel;
+    const tags = typeof f.tags === 'string' ? f.tags : null;
+    const jobs: Job[] = [];
+    const job = (d: Decision, full: string, algosOf: boolean[], set: (deltas: (string | null)[] | null) => void): void => {
+      if (d.base !== null) jobs.push({ base: d.base, target: bytes, envelope, full, event, channel: f.channel, seq: d.seq, value, force, algos: algosOf, set });
+    };
+
     const d = table.next(key, event, value ?? '', envelope, bytes.length, ch, force, now(), position);
     const full = fullMessage(envelope, d.seq, value);
-    const base: { app: string; channel: string; except: string; stream: number; full: string; dropped: number[] } =
-      { app: f.app, channel: f.channel, except: f.except, stream: d.stream, full, dropped: d.dropped };
-    if (d.base === null) {
-      enqueue(() => sendTo(targets, { type: 'delta', ...base, deltas: null }), true);
+    const msg: DeltaFrame = { type: 'delta', app: f.app, channel: f.channel, except: f.except, stream: d.stream, full, deltas: null, dropped: d.dropped, tags };
+    // rule 5: no delta for the unfiltered stream while no shard registered a subscriber of it
+    const mine = open.get(key);
+    if (mine !== undefined) job(d, full, algos.map((a, i) => a && mine.algos[i]), (deltas) => (msg.deltas = deltas));
+
+    // rule 4: the same message in the stream of each registered filter it matches
+    const parts: { reg: FilterReg; part: FilteredDelta }[] = [];
+    const cf = tags === null ? undefined : filters.get(key);
+    if (cf !== undefined && tags !== null) {
+      const t = parseTags(tags);
+      cf.matcher.match(t.tags, t.pairs, (reg) => {
+        // local numbering (never the cluster's position): a filter's stream is this node's
+        const fd = table.next(filterTableKey(key, reg.key), event, value ?? '', envelope, bytes.length, ch, force, now(), null);
+        const part: FilteredDelta = { key: reg.key, stream: fd.stream, full: fullMessage(envelope, fd.seq, value), deltas: null, dropped: fd.dropped };
+        parts.push({ reg, part });
+        job(fd, part.full, reg.algos, (deltas) => (part.deltas = deltas));
+      });
+    }
+
+    const send = (): void => {
+      if (parts.length === 0) return sendTo(targets, msg);
+      // each shard gets the streams of the filters it registered
+      for (const s of targets) {
+        const mine = parts.filter((p) => p.reg.users.has(s)).map((p) => p.part);
+        sendTo([s], mine.length > 0 ? { ...msg, filtered: mine } : msg);
+      }
+    };
+    if (jobs.length === 0) {
+      enqueue(send, true);
       return;
     }
-    const baseIndex = d.base.seq;
-    const finish = (result: DeltaResult): void => {
-      let any = false;
-      // bytes of the full message on the wire (the `__` fields are ASCII)
-      const fullBytes = bytes.length + full.length - envelope.length;
-      const deltas = result.map((delta, i) => {
-        if (delta === null) return null;
-        const m = deltaMessage(deps.deltaEvent, f.channel, event, delta, d.seq, baseIndex, omitAlgorithm ? null : ALGOS[i], value);
-        // "not smaller": the pusher:delta as sent (base64, wrapper; ASCII) against the full
-        // message, unless the publisher forced a delta
-        if (m.length >= fullBytes && force !== Force.Delta) return null;
-        any = true;
-        return m;
-      });
-      slot.send = () => sendTo(targets, { type: 'delta', ...base, deltas: any ? deltas : null });
-      slot.ready = true;
-    };
     const slot = enqueue(() => undefined, false);
-    let out: DeltaResult | Promise<DeltaResult>;
-    try {
-      out = deps.compute({ base: Buffer.from(d.base.content), target: bytes, algos });
-    } catch (err) {
-      log.error({ err, channel: f.channel }, 'delta computation failed; sent in full');
-      out = ALGOS.map(() => null);
-    }
-    if (out instanceof Promise) {
-      out.then(finish, (err: unknown) => {
-        log.error({ err, channel: f.channel }, 'delta computation failed; sent in full');
-        finish(ALGOS.map(() => null));
-      }).finally(flush);
-    } else {
-      finish(out);
+    let left = jobs.length;
+    const done = (): void => {
+      if (--left > 0) return;
+      slot.send = send;
+      slot.ready = true;
       flush();
+    };
+    for (const j of jobs) run(j, done);
+  }
+
+  /** A shard's first / last subscriber of a channel with a filter and algorithm (rule 4). */
+  function registerFilter(msg: Extract<ControlMsg, { type: 'delta_filter' }>, from: number): void {
+    const i = ALGOS.indexOf(msg.algo as Algo);
+    const key = msg.app + ' ' + msg.channel;
+    let cf = filters.get(key);
+    if (i >= 0 && msg.filter === '') {
+      registerOpen(key, msg.op, i, from);
+    } else if (i < 0) {
+      log.error({ algo: msg.algo, channel: msg.channel }, 'delta sequencer: a filter registration with an unknown algorithm, ignored');
+    } else if (msg.op === 'add') {
+      if (cf === undefined) filters.set(key, (cf = { matcher: new ChannelMatcher<FilterReg>(), byKey: new Map() }));
+      let e = cf.byKey.get(msg.filter);
+      if (e === undefined) {
+        try {
+          e = cf.matcher.add({ key: msg.filter, users: new Map(), algos: ALGOS.map(() => false) }, compileFilter(JSON.parse(msg.filter) as FilterNode));
+          cf.byKey.set(msg.filter, e);
+        } catch (err) {
+          log.error({ err, channel: msg.channel }, 'delta sequencer: a filter it cannot compile; its subscribers get full messages');
+        }
+      }
+      if (e !== undefined) {
+        const counts = e.sub.users.get(from) ?? ALGOS.map(() => 0);
+        counts[i]++;
+        e.sub.users.set(from, counts);
+        e.sub.algos[i] = true;
+      }
+    } else {
+      const e = cf?.byKey.get(msg.filter);
+      const counts = e?.sub.users.get(from);
+      if (e !== undefined && counts !== undefined && counts[i] > 0) {
+        counts[i]--;
+        if (counts.every((n) => n === 0)) e.sub.users.delete(from);
+        settle(key, cf!, e);
+      }
     }
+    enqueue(() => bus.reply(from, msg.req, true), true);
+  }
+
+  /** Rule 5: a shard's first / last unfiltered delta subscriber of a channel with algorithm `i`. */
+  function registerOpen(key: string, op: 'add' | 'remove', i: number, from: number): void {
+    let reg = open.get(key);
+    if (op === 'add') {
+      if (reg === undefined) open.set(key, (reg = { key: '', users: new Map(), algos: ALGOS.map(() => false) }));
+      const counts = reg.users.get(from) ?? ALGOS.map(() => 0);
+      counts[i]++;
+      reg.users.set(from, counts);
+      reg.algos[i] = true;
+      return;
+    }
+    const counts = reg?.users.get(from);
+    if (reg === undefined || counts === undefined || counts[i] === 0) return;
+    counts[i]--;
+    if (counts.every((n) => n === 0)) reg.users.delete(from);
+    recount(reg);
+    if (reg.users.size === 0) open.delete(key);
+  }
+
+  function recount(reg: FilterReg): void {
+    const users = [...reg.users.values()];
+    reg.algos = ALGOS.map((_, i) => users.some((c) => c[i] > 0));
+  }
+
+  /** Recounts a filter's algorithms; forgets it (and its streams) when no shard uses it. */
+  function settle(key: string, cf: ChannelFilters, e: MatchEntry<FilterReg>): void {
+    recount(e.sub);
+    if (e.sub.users.size > 0) return;
+    cf.matcher.remove(e);
+    cf.byKey.delete(e.sub.key);
+    table.drop(filterTableKey(key, e.sub.key));
+    if (cf.byKey.size === 0) filters.delete(key);
   }
 
   function control(msg: ControlMsg, from: number): void {
+    if (msg.type === 'delta_filter') return registerFilter(msg, from);
     if (msg.type !== 'delta_states') {
       log.warn({ type: msg.type, from }, 'delta sequencer: unexpected control message');
       return;
     }
     const ch = settings.of(msg.app, msg.channel);
-    const states = table.states(msg.app + ' ' + msg.channel);
+    const key = msg.app + ' ' + msg.channel;
+    const states = table.states(msg.filter === undefined ? key : filterTableKey(key, msg.filter));
     const body = { conflation_key: ch.conflationKey, states: states.states, streams: states.streams };
     enqueue(() => bus.reply(from, msg.req, body), true);
+  }
+
+  /** A replaced shard: its registrations go (it registers its new subscribers afresh). */
+  function forgetShard(shard: number): void {
+    for (const [key, reg] of open) {
+      if (!reg.users.delete(shard)) continue;
+      recount(reg);
+      if (reg.users.size === 0) open.delete(key);
+    }
+    for (const [key, cf] of filters) {
+      for (const e of [...cf.byKey.values()]) {
+        if (e.sub.users.delete(shard)) settle(key, cf, e);
+      }
+    }
   }
 
   return {
     publish,
     control,
+    forgetShard,
     sweep: () => table.sweep(now()),
     get pending() {
       return queue.length;

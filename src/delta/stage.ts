@@ -27,7 +27,8 @@ export function deltaRoute(bus: PipelineBus, sequencer: number, interest: Record
       const bytes = Buffer.allocUnsafe(1 + Buffer.byteLength(m.message));
       bytes[0] = forceOf(m.delta);
       bytes.write(m.message, 1, 'utf8');
-      bus.publishTo(to, m.app, m.channel, m.except, bytes);
+      // the tags: a tag-filtered delta subscriber's stream (delta/sequencer.ts rule 4)
+      bus.publishTo(to, m.app, m.channel, m.except, bytes, m.tags ?? null);
       return false;
     },
   };

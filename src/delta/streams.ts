@@ -181,6 +181,11 @@ export class StreamTable {
     }
   }
 
+  /** Forgets a key's state at once (a tag filter no shard uses any more). */
+  drop(key: string): void {
+    this.channels.delete(key);
+  }
+
   /** Channels with state (metrics, tests). */
   get size(): number {
     return this.channels.size;

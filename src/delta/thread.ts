@@ -43,6 +43,7 @@ async function main(): Promise<void> {
   parentPort!.on('message', (cmd: SequencerCommand) => {
     if (cmd.type === 'rewire') {
       bus.rewire(cmd.shard, cmd.toPeer, cmd.fromPeer, cmd.doorbell);
+      sequencer.forgetShard(cmd.shard);
       post({ type: 'rewired', shard: cmd.shard });
     } else if (cmd.type === 'shutdown') {
       clearInterval(sweep);

@@ -27,6 +27,12 @@ export function fullMessage(envelope: string, seq: number, conflationValue: stri
   return envelope.slice(0, -1) + tail + '}';
 }
 
+/** The envelope of a full message (fullMessage's output) without its `__` fields: the plain message. */
+export function plainMessage(full: string): string {
+  const at = full.lastIndexOf(',"__delta_seq":');
+  return at < 0 ? full : full.slice(0, at) + '}';
+}
+
 export function deltaMessage(
   deltaEvent: string, channel: string, event: string, delta: Uint8Array, seq: number, baseIndex: number,
   algorithm: Algo | null, conflationValue: string | null,

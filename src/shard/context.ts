@@ -142,7 +142,9 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   };
   const delta = deltaInit && deltaInterest ? createDeltaShard({
     config, uws, sockets, interest: deltaInterest, out, log, metrics, guard: backpressure,
-    states: (app, channel) => bus.request<CacheStates & { conflation_key: string | null }>(deltaInit.sequencer, { type: 'delta_states', app, channel }),
+    states: (app, channel, filter) => bus.request<CacheStates & { conflation_key: string | null }>(deltaInit.sequencer, { type: 'delta_states', app, channel, ...(filter === undefined ? {} : { filter }) }),
+    register: (op, app, channel, filter, algo) => bus.request(deltaInit.sequencer, { type: 'delta_filter', op, app, channel, filter, algo }),
+    filters,
   }) : null;
   backpressure.attach({ filters, delta });
 

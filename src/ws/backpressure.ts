@@ -36,7 +36,9 @@
 //                        as dropped for it only when its tags match (tags from the frame);
 //              delta     the delta topics (delta/shard.ts, rule 6): paused there (out of
 //                        every stream: it restarts in full); registered under `app C\x01`,
-//                        which the delta shard checks before each frame for its sockets.
+//                        which the delta shard checks before each frame for its sockets
+//                        (with the frame's tags: a tag-filtered delta subscription, rule 8,
+//                        is registered with its filter like a filtered one).
 //
 // Not counted: drops by uWS of a socket that received more than 2 × max_bytes between two
 // scans (only at publish rates over 2 × max_bytes per gap on one shard: 100 × max_bytes
@@ -294,7 +296,7 @@ export class Backpressure {
       if (!sub.joined) continue;
       const topic = topicOf(d.app.id, channel);
       if (sub.filter) out.push({ key: topic, channel, kind: 'filtered', filter: sub.tagFilter ?? null });
-      else if (d.delta?.channels.has(channel)) out.push({ key: topic + '\x01', channel, kind: 'delta', filter: null });
+      else if (d.delta?.channels.has(channel)) out.push({ key: topic + '\x01', channel, kind: 'delta', filter: sub.tagFilter ?? null });
       else out.push({ key: topic, channel, kind: 'plain', filter: null });
     }
     return out;

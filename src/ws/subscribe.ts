@@ -173,14 +173,18 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
 
   /**
    * The socket on the channel's uWS topic: the plain one, its delta topic (delta/shard.ts),
-   * or, with a tag filter, the filtered subscriptions (channels/filtered.ts). A filtered
-   * subscription gets full messages: the filter decides per message, a delta stream is one
-   * sequence for every in-step socket.
+   * or, with a tag filter, the filtered subscriptions (channels/filtered.ts); filtered with
+   * deltas, its filter's delta streams (delta/shard.ts rule 8: filter, then delta).
    */
   function subscribeTopic(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription, filter: CompiledFilter | null, algo: Algo | null) {
-    if (filter !== null && deps.filters) receive(ws, app, channel, sub, filter);
-    else if (algo !== null) deps.delta!.subscribe(ws, d, app, channel, algo);
-    else ws.subscribe(topicOf(app.id, channel));
+    if (algo !== null) {
+      if (filter !== null) sub.tagFilter = filter;
+      deps.delta!.subscribe(ws, d, app, channel, algo, filter);
+    } else if (filter !== null && deps.filters) {
+      receive(ws, app, channel, sub, filter);
+    } else {
+      ws.subscribe(topicOf(app.id, channel));
+    }
   }
 
   /** The delta algorithm of this subscription (null: plain), or false once a bad `delta` was answered. */

@@ -10,6 +10,8 @@ import { inlineComputer } from '../../src/delta/compute';
 import { createSequencer } from '../../src/delta/sequencer';
 import { ChannelSettings, parseSubscriptionDelta, resolveSubscription } from '../../src/delta/settings';
 import { conflationValueOf, Force } from '../../src/delta/wire';
+import { compileFilter } from '../../src/filter/compile';
+import { parseFilter } from '../../src/filter/parse';
 
 const APP = { id: 'app', key: 'k', secret: 's' };
 
@@ -31,17 +33,25 @@ async function harness(cfg = config()) {
     log: pino({ level: 'silent' }),
     deltaEvent: 'pusher:delta',
   });
-  const publish = (channel: string, envelope: string, force: Force = Force.None) => {
+  const publish = (channel: string, envelope: string, force: Force = Force.None, tags: string | null = null) => {
     const b = Buffer.from(envelope);
     const m = new Uint8Array(b.length + 1);
     m[0] = force;
     m.set(b, 1);
-    seq.publish({ app: APP.id, channel, except: '', message: m });
+    seq.publish({ app: APP.id, channel, except: '', message: m, tags });
   };
+  // shard 1's delta interest, and its unfiltered subscribers registered (sequencer rule 5)
+  let req = 1000;
+  const register = (algo: 'fossil' | 'xdelta3') => (app: string, channel: string) => {
+    mine[algo].add(app, channel);
+    seq.control({ type: 'delta_filter', req: ++req, from: 1, op: 'add', app, channel, filter: '', algo }, 1);
+    replies.pop();
+  };
+  const shard1 = { fossil: { add: register('fossil') }, xdelta3: { add: register('xdelta3') }, interest: mine };
   const settle = async () => {
     for (let i = 0; i < 100 && seq.pending > 0; i++) await new Promise((r) => setTimeout(r, 10));
   };
-  return { seq, mine, sent, replies, publish, settle };
+  return { seq, mine: shard1, sent, replies, publish, settle };
 }
 
 const env = (ch: string, ev: string, data: string) => '{"event":' + JSON.stringify(ev) + ',"channel":' + JSON.stringify(ch) + ',"data":' + JSON.stringify(data) + '}';
@@ -122,4 +132,89 @@ t.test('settings: patterns and the resolution order', async (t) => {
   t.type(parseSubscriptionDelta('zip'), 'string', 'a bad name is an error message');
   t.type(parseSubscriptionDelta({ enabled: 'yes' }), 'string');
   t.type(parseSubscriptionDelta(5), 'string');
+});
+
+/** A filter's key (CompiledFilter.key), as a shard registers it. */
+function filterKey(raw: unknown): string {
+  const p = parseFilter(raw, 50);
+  if (!p.ok) throw new Error(p.error);
+  return compileFilter(p.filter).key;
+}
+
+t.test('tag filters: each registered filter has its own streams, numbered over the messages it matches (rule 4)', async (t) => {
+  const h = await harness();
+  h.mine.fossil.add(APP.id, 'c');
+  const eu = filterKey({ key: 'region', cmp: 'eq', val: 'eu' });
+  const notUs = filterKey({ op: 'not', nodes: [{ key: 'region', cmp: 'eq', val: 'us' }] });
+  let req = 0;
+  const register = (op: 'add' | 'remove', filter: string, from = 1) =>
+    h.seq.control({ type: 'delta_filter', req: ++req, from, op, app: APP.id, channel: 'c', filter, algo: 'fossil' }, from);
+  register('add', eu);
+  register('add', notUs);
+  t.same(h.replies.map((r) => r.to), [1, 1], 'each registration answered');
+  const big = 'abcdefghij'.repeat(40);
+  const regions = ['eu', 'us', 'eu', 'apac', null, 'eu'];
+  regions.forEach((r, i) => h.publish('c', env('c', 'e', big + i), Force.None, r === null ? null : JSON.stringify({ region: r })));
+  await h.settle();
+  const msgs = h.sent.map((s) => s.msg as Extract<ControlMsg, { type: 'delta' }>);
+  t.equal(msgs.length, 6, 'one frame per message');
+  t.same(msgs.map((m) => m.tags), regions.map((r) => (r === null ? null : JSON.stringify({ region: r }))), 'with the event\'s tags');
+  const partsOf = (key: string) => msgs.map((m) => m.filtered?.find((p) => p.key === key) ?? null);
+  const euParts = partsOf(eu);
+  t.same(euParts.map((p) => p !== null), [true, false, true, false, false, true], 'eu: the eu messages only');
+  t.same(partsOf(notUs).map((p) => p !== null), [true, false, true, true, false, true], 'not us: the tagged messages but us');
+  const e = euParts.filter((p) => p !== null);
+  t.match(e[0]!.full, /,"__delta_seq":0}$/, 'eu stream: seq 0 first, full');
+  t.equal(e[0]!.deltas, null);
+  t.match(e[1]!.deltas![0]!, /"seq":1,"base_index":0,"algorithm":"fossil"}}$/, 'its second message is a delta against its first');
+  t.match(e[2]!.deltas![0]!, /"seq":2,"base_index":1,/, 'and so on, whatever the channel published between');
+  t.match(msgs[5].full, /,"__delta_seq":5}$/, 'the unfiltered stream numbers every message');
+  t.not(e[0]!.stream, msgs[0].stream, 'a stream of its own');
+
+  // a filter registered by shard 0 only is not sent to shard 1; shard 1 unregisters eu
+  h.mine.fossil.add(APP.id, 'c'); // (shard 1's bit, already set)
+  register('remove', eu);
+  h.sent.length = 0;
+  h.publish('c', env('c', 'e', big + 'x'), Force.None, JSON.stringify({ region: 'eu' }));
+  await h.settle();
+  const after = h.sent.map((s) => s.msg as Extract<ControlMsg, { type: 'delta' }>);
+  t.same(after[0].filtered?.map((p) => p.key), [notUs], 'an unregistered filter is no longer computed');
+  register('remove', notUs);
+  h.sent.length = 0;
+  h.publish('c', env('c', 'e', big + 'y'), Force.None, JSON.stringify({ region: 'eu' }));
+  await h.settle();
+  t.equal((h.sent[0].msg as Extract<ControlMsg, { type: 'delta' }>).filtered, undefined, 'no filter left: no parts');
+
+  // a filter that only shard 0 registered: shard 1's frame has no part of it; a replaced shard's go
+  register('add', eu, 0);
+  h.sent.length = 0;
+  h.publish('c', env('c', 'e', big + 'z'), Force.None, JSON.stringify({ region: 'eu' }));
+  await h.settle();
+  t.same(h.sent.map((s) => s.to), [1], 'only shard 1 has delta interest');
+  t.equal((h.sent[0].msg as Extract<ControlMsg, { type: 'delta' }>).filtered, undefined, 'and gets no part of shard 0\'s filter');
+  h.seq.forgetShard(0);
+  const states = (filter: string) => {
+    h.seq.control({ type: 'delta_states', req: ++req, from: 1, app: APP.id, channel: 'c', filter }, 1);
+    return h.replies[h.replies.length - 1].body as { streams: number[] };
+  };
+  t.same(states(eu).streams, [], 'a replaced shard\'s filter is forgotten with its streams');
+});
+
+t.test('rule 5: no unfiltered delta while no shard registered an unfiltered subscriber', async (t) => {
+  const h = await harness();
+  h.mine.interest.fossil.add(APP.id, 'c'); // delta interest: a filtered subscriber only
+  const eu = filterKey({ key: 'region', cmp: 'eq', val: 'eu' });
+  h.seq.control({ type: 'delta_filter', req: 1, from: 1, op: 'add', app: APP.id, channel: 'c', filter: eu, algo: 'fossil' }, 1);
+  const big = 'abcdefghij'.repeat(40);
+  const tags = JSON.stringify({ region: 'eu' });
+  h.publish('c', env('c', 'e', big + 1), Force.None, tags);
+  h.publish('c', env('c', 'e', big + 2), Force.None, tags);
+  await h.settle();
+  const msgs = h.sent.map((s) => s.msg as Extract<ControlMsg, { type: 'delta' }>);
+  t.equal(msgs[1].deltas, null, 'the unfiltered stream: not computed, full');
+  t.ok(msgs[1].filtered?.[0].deltas?.[0], 'the filter\'s stream: a delta');
+  h.mine.fossil.add(APP.id, 'c'); // now an unfiltered subscriber registers
+  h.publish('c', env('c', 'e', big + 3), Force.None, tags);
+  await h.settle();
+  t.ok((h.sent[2].msg as Extract<ControlMsg, { type: 'delta' }>).deltas?.[0], 'then the unfiltered stream gets its delta');
 });

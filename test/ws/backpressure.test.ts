@@ -279,7 +279,7 @@ t.test('a delta subscription: registered under the delta topic, paused and resum
   bp.attach({ filters: null, delta });
   const slow = socket(['a', 'b']);
   slow.ws.unsubscribe(A); // 'a' takes deltas: on the delta topics, not the plain one
-  slow.ws.d.delta = { algo: 'fossil', channels: new Map([['a', 'fossil']]) };
+  slow.ws.d.delta = { algo: 'fossil', channels: new Map([['a', 'fossil']]), filtered: new Map() };
   slow.ws.buffered = 9_990;
   bp.sweep(slow.sock, slow.ws.d);
   bp.beforePublish(A, 100, '');
