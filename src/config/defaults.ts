@@ -103,6 +103,7 @@ export function defaultConfig(): GlobalConfig {
       lambda_endpoint: null,
     },
     protocol: { event_prefix: 'pusher' },
+    hook_client: { max_in_flight: 1024, max_response_kb: 64, max_pending_per_connection: 100, breaker: { failures: 5, open_ms: 5000 }, ca_path: null },
   };
 }
 
@@ -143,6 +144,7 @@ export function appDefaults(g: GlobalConfig): AppLimitDefaults {
     user_authentication_timeout: null,
     webhooks: [],
     channel_delta_compression: {},
+    hooks: null,
   };
 }
 

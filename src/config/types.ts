@@ -27,6 +27,34 @@ export type ChannelDeltaSetting =
       enable_tags: boolean;
     };
 
+// --- Backend hooks (src/hooks/, PROTOCOL.md "Backend hooks") ---------------------------
+export type HookKind = 'connect' | 'subscribe' | 'client_event' | 'publish';
+export type HookFailurePolicy = 'deny' | 'allow';
+
+/** One hook of an app, every value resolved (the hook's own, else the app's `hooks` default). */
+export interface HookSettings {
+  enabled: boolean;
+  url: string;
+  timeout_ms: number;
+  on_failure: HookFailurePolicy;
+  /** Channel patterns (as channel_delta_compression: exact, 'prefix*', '*suffix', '*'); [] for connect. */
+  channels: string[];
+  /** Event name patterns (client_event, publish); [] for connect and subscribe. */
+  events: string[];
+}
+
+/** An app's `hooks`: the shared defaults as written, and each hook resolved. */
+export interface AppHooks {
+  url: string | null;
+  timeout_ms: number;
+  on_failure: HookFailurePolicy;
+  connect: HookSettings;
+  subscribe: HookSettings;
+  client_event: HookSettings;
+  publish: HookSettings;
+}
+// -----------------------------------------------------------------------------------------
+
 /** An app with every limit resolved (app value, else the global default). */
 export interface AppConfig {
   id: string;
@@ -58,6 +86,8 @@ export interface AppConfig {
   user_authentication_timeout: number | null;
   webhooks: WebhookConfig[];
   channel_delta_compression: Record<string, ChannelDeltaSetting>;
+  /** Backend hooks (src/hooks/); null when the app has none configured. */
+  hooks: AppHooks | null;
 }
 
 export interface RedisConfig {
@@ -164,5 +194,17 @@ export interface Config {
     lambda_endpoint: string | null;
   };
   protocol: { event_prefix: 'pusher' | 'proto' };
+  /**
+   * The shard-side client of backend hooks (src/hooks/), for every app: calls in flight per
+   * shard, the answer's size cap, frames a connection may queue behind a pending hook, the
+   * circuit breaker per endpoint, and an extra CA (PEM) trusted for https:// hook endpoints.
+   */
+  hook_client: {
+    max_in_flight: number;
+    max_response_kb: number;
+    max_pending_per_connection: number;
+    breaker: { failures: number; open_ms: number };
+    ca_path: string | null;
+  };
   apps: AppConfig[];
 }

@@ -86,6 +86,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
   const clientEvent = createClientEvents(deps);
   const meters = metersFor(deps.metrics);
   const signin = createSignin(deps);
+  deps.hooks?.resume((ws, d, text) => onFrame(ws, d, text, Date.now()));
   const activityMs = config.websocket.activity_timeout * 1000;
   const pongMs = config.websocket.pong_timeout * 1000;
   const maxPayload = config.websocket.max_payload_kb * 1024;
@@ -186,6 +187,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };
     else if (!originAllowed(origin, app.allowed_origins)) refuse = { code: ErrorCode.Unauthorized, message: CloseMessage[ErrorCode.Unauthorized] ?? 'Origin not allowed' };
     const data = newSocketData(deps.nextSocketId(), app, refuse);
+    if (!refuse) deps.hooks?.upgrade(data, app, req, res);
     res.upgrade(data, secKey, proto, ext, context);
   }
 
@@ -237,7 +239,9 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       const am = meters.app(d.app!.id);
       am.connectionsTotal.inc();
       am.connectionsActive.inc();
-      sendFrame(meters, ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
+      const establish = () => void sendFrame(meters, ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
+      // connect hook (hooks/connection.ts): connection_established once the backend allows it
+      if (!deps.hooks?.connect(ws, d, establish)) establish();
       if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'open', socket_id: d.id });
     },
 
@@ -253,7 +257,9 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       const now = Date.now();
       d.lastSeen = now; // positive again: any frame answers a ping
       if (wsMax !== null && overWsWindow(ws, d, now)) return;
-      onFrame(ws, d, decoder.decode(message), now);
+      const text = decoder.decode(message);
+      if (deps.hooks?.holds(ws, d, text)) return; // waits behind this connection's pending hook call
+      onFrame(ws, d, text, now);
     },
 
     drain(ws) {
@@ -263,6 +269,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     close(ws) {
       const d = ws.getUserData();
       d.closed = true;
+      deps.hooks?.closed(d);
       deps.backpressure.closed(d);
       if (d.counted < 0) return;
       const slot = d.counted;
