@@ -33,6 +33,8 @@ import { hookFor, type CompiledHook } from './settings';
 
 /** Bytes of frames one connection may have waiting behind a pending hook. */
 export const MAX_PENDING_BYTES = 256 * 1024;
+/** Upgrades not (yet) opened whose connection info is kept. */
+const MAX_UPGRADED = 4096;
 /** HTTP status in the subscription_error of a denied subscribe (PROTOCOL.md). */
 export const DENIED_STATUS = 403;
 /** Close reasons are cut by uWS at 123 bytes (possibly inside a character): longer ones get this text. */
@@ -53,7 +55,7 @@ export interface WsHooks {
   resume(dispatch: (ws: Socket, d: SocketData, text: string) => void): void;
   /** True when the frame waits (or was refused) behind a pending hook call of this connection. */
   holds(ws: Socket, d: SocketData, text: string): boolean;
-  /** Connect hook: `established` once allowed; false when no connect hook applies (call it yourself). */
+  /** At open (every accepted connection): connect hook, `established` once allowed; false when no connect hook applies (call it yourself). */
   connect(ws: Socket, d: SocketData, established: () => void): boolean;
   /** Subscribe hook after the auth check: `proceed` once allowed; false when no hook applies. */
   subscribe(ws: Socket, d: SocketData, channel: string, channelData: string | undefined, proceed: () => void): boolean;
@@ -81,6 +83,12 @@ export function createWsHooks(deps: WsHooksDeps): WsHooks {
   const { caller, config } = deps;
   const meters = metersFor(deps.metrics);
   const states = new WeakMap<SocketData, ConnState>();
+  /**
+   * What the upgrade saw, by socket_id, until open() adopts it: uWS hands open() a copy of
+   * the user data given to res.upgrade(), not the same object. (uWS calls open() right after
+   * the upgrade; the bound only guards against upgrades that never open.)
+   */
+  const upgraded = new Map<string, ConnectionInfo>();
   const maxPending = config.hook_client.max_pending_per_connection;
   const trustHops = config.rate_limiter.api.trust_hops;
   let busyCount = 0;
@@ -151,7 +159,8 @@ export function createWsHooks(deps: WsHooksDeps): WsHooks {
       const origin = req.getHeader('origin');
       const ua = req.getHeader('user-agent');
       const ip = clientIp({ ip: decoder.decode(res.getRemoteAddressAsText()), headers: { authorization: null, origin: null, contentLength: null, forwardedFor: forwardedFor || null } }, trustHops);
-      states.set(d, { info: { ip, origin: origin || null, user_agent: ua || null }, busy: false, queue: [], queuedBytes: 0, ctrl: null });
+      if (upgraded.size >= MAX_UPGRADED) upgraded.delete(upgraded.keys().next().value!);
+      upgraded.set(d.id, { ip, origin: origin || null, user_agent: ua || null });
     },
 
     resume(fn) {
@@ -174,6 +183,11 @@ export function createWsHooks(deps: WsHooksDeps): WsHooks {
     },
 
     connect(ws, d, established) {
+      const info = upgraded.get(d.id);
+      if (info !== undefined) {
+        upgraded.delete(d.id);
+        states.set(d, { info, busy: false, queue: [], queuedBytes: 0, ctrl: null });
+      }
       const hook = hookFor(d.app!, 'connect');
       if (hook === null) return false;
       run(ws, d, hook, {}, (v) => {

@@ -30,7 +30,7 @@ export function createShardHooks(deps: { config: Config; metrics: MetricsSink; t
   });
   const caller = createHookCaller({ config: deps.config, http, metrics: deps.metrics, tap: deps.tap });
   return {
-    ws: createWsHooks({ config: deps.config, caller, metrics: deps.metrics, out: deps.out }),
+    ws: createWsHooks({ config: deps.config, caller, metrics: deps.metrics, out: (c) => deps.out(c) }),
     publish: createPublishHooks(caller),
     caller,
     close: () => caller.close(),

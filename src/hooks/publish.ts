@@ -56,7 +56,7 @@ export function createPublishHooks(caller: HookCaller): PublishHooks {
             return { ok: false, status: 413, error: `${where(a.i)}data is ${size} bytes, more than the ${app.max_event_payload_in_kb} KB allowed (as replaced by the publish hook)` };
           }
           let m = replaced.get(a.i);
-          if (!m) replaced.set(a.i, (m = new Map()));
+          if (!m) replaced.set(a.i, (m = new Map<string, string>()));
           m.set(a.channel, data);
         }
         if (replaced.size === 0) return { ok: true, items };
