@@ -77,7 +77,7 @@ export function createHookHttp(opts: HookHttpOptions): HookHttp {
           headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
         }, (res) => {
           const declared = Number(res.headers['content-length']);
-          if (declared > max) return fail(new HookCallError('too_large', `answer of ${declared} bytes, more than the ${max} allowed`));
+          if (declared > max) return fail(new HookCallError('too_large', `answer of more than the ${max} bytes allowed (Content-Length ${declared})`));
           const chunks: Buffer[] = [];
           let size = 0;
           res.on('data', (c: Buffer) => {
