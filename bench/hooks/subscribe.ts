@@ -52,12 +52,11 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 
-async function round(name: string, hooks: Record<string, unknown> | null, backendUrl: string): Promise<{ name: string; rate: number; p50: number; p99: number; done: number }> {
+async function round(name: string, hooks: Record<string, unknown> | null): Promise<{ name: string; rate: number; p50: number; p99: number; done: number }> {
   const config = loadConfig({
     env: {},
     overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, apps: [{ ...APP, hooks, max_client_events_per_second: 100_000 }], rate_limiter: { enabled: false } },
   });
-  void backendUrl;
   const server = await start(config);
   const clients = await Promise.all(Array.from({ length: CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
     const ws = new WebSocket(`ws://127.0.0.1:${server.port}/app/${APP.key}?protocol=7`);
@@ -67,8 +66,8 @@ async function round(name: string, hooks: Record<string, unknown> | null, backen
   const sentAt = new Map<string, number>();
   const latencies: number[] = [];
   for (const ws of clients) {
-    ws.on('message', (raw) => {
-      const s = raw.toString();
+    ws.on('message', (raw: Buffer) => {
+      const s = raw.toString('utf8');
       const m = /"channel":"(b-\d+)"/.exec(s);
       if (!m || !s.includes('subscription_succeeded')) return;
       const t0 = sentAt.get(m[1]);
@@ -115,10 +114,10 @@ async function main(): Promise<void> {
     backend.send('own');
   });
   const results = [];
-  results.push(await round('none', null, url));
-  results.push(await round('unmatched', { url, subscribe: { enabled: true, channels: ['hooked-*'] } }, url));
+  results.push(await round('none', null));
+  results.push(await round('unmatched', { url, subscribe: { enabled: true, channels: ['hooked-*'] } }));
   await ownTimes();
-  results.push(await round('hooked', { url, subscribe: { enabled: true, channels: ['*'] } }, url));
+  results.push(await round('hooked', { url, subscribe: { enabled: true, channels: ['*'] } }));
   const own = (await ownTimes()).sort((a, b) => a - b);
   backend.kill();
   console.log(`subscribe hook bench: ${RATE}/s for ${SECONDS} s over ${CONNECTIONS} connections, workers ${WORKERS}, node ${process.version}`);

@@ -18,16 +18,12 @@
 // pusher:subscription_error {type:"AuthError", error, status:403}, connection kept;
 // client event → pusher:error 4301 with the channel, connection kept.
 
-import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { AppConfig, Config } from '../config/types';
-import { clientIp } from '../http/ratelimit';
-import { metersFor } from '../metrics/meters';
+import { metersFor, type Meters } from '../metrics/meters';
 import type { MetricsSink } from '../metrics/types';
 import { ErrorCode } from '../protocol/codes';
 import { Ev } from '../protocol/events';
 import { errorFrame, subscriptionErrorFrame } from '../protocol/frames';
-import { sendFrame } from '../ws/send';
-import type { Socket, SocketData } from '../ws/types';
 import type { ConnectionInfo, HookBody, HookCaller, Verdict } from './caller';
 import { hookFor, type CompiledHook } from './settings';
 
@@ -40,6 +36,27 @@ export const DENIED_STATUS = 403;
 /** Close reasons are cut by uWS at 123 bytes (possibly inside a character): longer ones get this text. */
 const CONNECT_DENIED = 'Connection refused by the app backend';
 
+/** What this file needs of a connection's socket (ws/types.ts Socket: a uWS WebSocket). */
+export interface HookSocket {
+  cork(cb: () => void): unknown;
+  send(message: string, isBinary?: boolean): number;
+  end(code?: number, reason?: string): void;
+}
+
+/** What this file needs of a connection's state (ws/types.ts SocketData). */
+export interface HookConn {
+  id: string;
+  app: AppConfig | null;
+  closed: boolean;
+  userId: string | null;
+}
+
+/** ws.send of one protocol frame, counted (as ws/send.ts does). */
+function sendFrame(meters: Meters, ws: HookSocket, appId: string, canonicalEvent: string, text: string): void {
+  const status = ws.send(text, false);
+  if (meters.enabled) meters.sent(appId, canonicalEvent, status, Buffer.byteLength(text));
+}
+
 interface ConnState {
   info: ConnectionInfo;
   busy: boolean;
@@ -48,9 +65,9 @@ interface ConnState {
   ctrl: AbortController | null;
 }
 
-export interface WsHooks {
-  /** At the upgrade: what a hook may see of the connection (kept for apps with hooks only). */
-  upgrade(d: SocketData, app: AppConfig | null, req: HttpRequest, res: HttpResponse): void;
+export interface WsHooks<Socket extends HookSocket = HookSocket, SocketData extends HookConn = HookConn> {
+  /** At the upgrade of a connection to an app with hooks: what a hook may see of it (its IP honouring trust_hops, Origin, User-Agent). */
+  upgrade(socketId: string, info: ConnectionInfo): void;
   /** Where queued frames go once the pending call is done (ws/connection.ts's frame dispatch). */
   resume(dispatch: (ws: Socket, d: SocketData, text: string) => void): void;
   /** True when the frame waits (or was refused) behind a pending hook call of this connection. */
@@ -77,9 +94,7 @@ export interface WsHooksDeps {
   out(canonical: string): string;
 }
 
-const decoder = new TextDecoder();
-
-export function createWsHooks(deps: WsHooksDeps): WsHooks {
+export function createWsHooks<Socket extends HookSocket, SocketData extends HookConn>(deps: WsHooksDeps): WsHooks<Socket, SocketData> {
   const { caller, config } = deps;
   const meters = metersFor(deps.metrics);
   const states = new WeakMap<SocketData, ConnState>();
@@ -90,7 +105,6 @@ export function createWsHooks(deps: WsHooksDeps): WsHooks {
    */
   const upgraded = new Map<string, ConnectionInfo>();
   const maxPending = config.hook_client.max_pending_per_connection;
-  const trustHops = config.rate_limiter.api.trust_hops;
   let busyCount = 0;
   let dispatch: ((ws: Socket, d: SocketData, text: string) => void) | null = null;
 
@@ -153,14 +167,9 @@ export function createWsHooks(deps: WsHooksDeps): WsHooks {
   }
 
   return {
-    upgrade(d, app, req, res) {
-      if (app === null || app.hooks === null) return;
-      const forwardedFor = req.getHeader('x-forwarded-for');
-      const origin = req.getHeader('origin');
-      const ua = req.getHeader('user-agent');
-      const ip = clientIp({ ip: decoder.decode(res.getRemoteAddressAsText()), headers: { authorization: null, origin: null, contentLength: null, forwardedFor: forwardedFor || null } }, trustHops);
+    upgrade(socketId, info) {
       if (upgraded.size >= MAX_UPGRADED) upgraded.delete(upgraded.keys().next().value!);
-      upgraded.set(d.id, { ip, origin: origin || null, user_agent: ua || null });
+      upgraded.set(socketId, info);
     },
 
     resume(fn) {

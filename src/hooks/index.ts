@@ -10,18 +10,19 @@ import type { MetricsSink } from '../metrics/types';
 import type { Tap } from '../console/tap';
 import { createHookCaller, type HookCaller } from './caller';
 import { createHookHttp } from './client';
-import { createWsHooks, type WsHooks } from './connection';
+import { createWsHooks, type HookConn, type HookSocket, type WsHooks } from './connection';
 import { createPublishHooks, type PublishHooks } from './publish';
 
-export interface ShardHooks {
-  ws: WsHooks;
+export interface ShardHooks<S extends HookSocket, D extends HookConn> {
+  ws: WsHooks<S, D>;
   publish: PublishHooks;
   caller: HookCaller;
   /** Closes the kept-alive connections to the backends. */
   close(): void;
 }
 
-export function createShardHooks(deps: { config: Config; metrics: MetricsSink; tap?: Tap | null; out(canonical: string): string }): ShardHooks {
+/** S, D: the shard's socket and connection state types (ws/types.ts). */
+export function createShardHooks<S extends HookSocket, D extends HookConn>(deps: { config: Config; metrics: MetricsSink; tap?: Tap | null; out(canonical: string): string }): ShardHooks<S, D> {
   const hc = deps.config.hook_client;
   const http = createHookHttp({
     maxResponseBytes: hc.max_response_kb * 1024,
@@ -30,7 +31,7 @@ export function createShardHooks(deps: { config: Config; metrics: MetricsSink; t
   });
   const caller = createHookCaller({ config: deps.config, http, metrics: deps.metrics, tap: deps.tap });
   return {
-    ws: createWsHooks({ config: deps.config, caller, metrics: deps.metrics, out: (c) => deps.out(c) }),
+    ws: createWsHooks<S, D>({ config: deps.config, caller, metrics: deps.metrics, out: (c) => deps.out(c) }),
     publish: createPublishHooks(caller),
     caller,
     close: () => caller.close(),

@@ -15,6 +15,7 @@ import { createSubscriptions } from './subscribe';
 import type { Socket, SocketData } from './types';
 import type { AppConfig } from '../config/types';
 import { sendFrame } from './send';
+import { clientIp } from '../http/ratelimit';
 
 const decoder = new TextDecoder();
 
@@ -187,7 +188,12 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };
     else if (!originAllowed(origin, app.allowed_origins)) refuse = { code: ErrorCode.Unauthorized, message: CloseMessage[ErrorCode.Unauthorized] ?? 'Origin not allowed' };
     const data = newSocketData(deps.nextSocketId(), app, refuse);
-    if (!refuse) deps.hooks?.upgrade(data, app, req, res);
+    if (!refuse && app!.hooks !== null && deps.hooks) {
+      // what a hook sees of the connection (hooks/connection.ts); req is gone after the upgrade
+      const forwardedFor = req.getHeader('x-forwarded-for') || null;
+      const ip = clientIp({ ip: decoder.decode(res.getRemoteAddressAsText()), headers: { authorization: null, origin: null, contentLength: null, forwardedFor } }, config.rate_limiter.api.trust_hops);
+      deps.hooks.upgrade(data.id, { ip, origin, user_agent: req.getHeader('user-agent') || null });
+    }
     res.upgrade(data, secKey, proto, ext, context);
   }
 

@@ -14,7 +14,7 @@ import type { ShardWebhooks } from '../webhooks/shard';
 import type { RateLimiter } from '../ratelimit/types';
 import type { Tap } from '../console/tap';
 import type { Backpressure } from './backpressure';
-import type { Socket } from './types';
+import type { Socket, SocketData } from './types';
 import type { Watchlists } from './watchlist';
 import type { DeltaShard } from '../delta/shard';
 import type { WsHooks } from '../hooks/connection';
@@ -55,7 +55,7 @@ export interface WsDeps {
   /** Delta compression (delta/shard.ts); null (or absent) with delta_compression.enabled false. */
   delta?: DeltaShard | null;
   /** Backend hooks (hooks/connection.ts): connect, subscribe, client_event; null (or absent) when no app has hooks. */
-  hooks?: WsHooks | null;
+  hooks?: WsHooks<Socket, SocketData> | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */
