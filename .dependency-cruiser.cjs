@@ -18,6 +18,7 @@ const LAYERS = [
   ['primary/'],
   ['shard/'],
   ['ws/', 'http/'],
+  ['hooks/'],
   ['console/'],
   ['webhooks/'],
   ['delta/'],

@@ -8,6 +8,7 @@ import { AppManagerSchema, AppSchema, HEADER_NAME, type AppConfig, type GlobalCo
 import { isMapping, type Checker } from './checker';
 import { check, decode, keyOf } from './issues';
 import { appDefaults } from './defaults';
+import { appHooks } from './hooks';
 
 /** The default app assembled by env.ts: raw field values plus which env var set each one. */
 export interface EnvApp {
@@ -55,6 +56,7 @@ export function validateApps(c: Checker, tree: Record<string, unknown>, g: Globa
     check(c, AppSchema, e.raw, e.keyOf);
     if (!isMapping(e.raw)) continue;
     const app = resolve(decode(AppSchema, e.raw) as Record<string, unknown>, g);
+    app.hooks = e.raw.hooks === undefined || e.raw.hooks === null ? null : appHooks(c, e.keyOf(['hooks']), e.raw.hooks);
     appRules(c, e, app);
     for (const f of ['id', 'key'] as const) {
       const k = e.keyOf([f]);

@@ -30,8 +30,10 @@ export type DeepPartial<T> = T extends readonly unknown[] ? T
 
 /** An app as written in YAML: id/key/secret required, every limit optional. */
 export type AppInput = { id: string | number; key: string | number; secret: string }
-  & Partial<Omit<AppConfig, 'id' | 'key' | 'secret' | 'webhooks'>>
-  & { webhooks?: { url: string; event_types: string[]; headers?: Record<string, string> }[] };
+  & Partial<Omit<AppConfig, 'id' | 'key' | 'secret' | 'webhooks' | 'hooks'>>
+  & { webhooks?: { url: string; event_types: string[]; headers?: Record<string, string> }[] }
+  /** Backend hooks as written: every part optional (config/hooks.ts resolves them). */
+  & { hooks?: AppConfig['hooks'] | Record<string, unknown> };
 
 /** A plain object in the same shape as config.yaml. */
 export type ConfigInput = DeepPartial<GlobalConfig> & {

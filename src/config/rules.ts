@@ -5,6 +5,7 @@
 
 import { accessSync, constants as fsc, statSync } from 'node:fs';
 import type { Checker } from './checker';
+import { hookCaRule } from './hooks';
 import type { GlobalConfig } from './schema';
 
 /** The rules below and in apps.ts / support.ts, one line each (docs/configuration.md). */
@@ -20,6 +21,7 @@ export const RULES: readonly string[] = [
   '`database.redis.pool_min` ≤ `database.redis.pool_max`; `database.pooling.min` ≤ `database.pooling.max`.',
   "`cors.origin` does not contain '*' when `cors.credentials` is true (browsers reject it).",
   '`bus.max_spill_bytes` ≥ 2 × `event_limits.max_payload_in_kb` KiB, so that the largest event can queue.',
+  '`hook_client.ca_path` names a readable PEM file of CA certificates, or is null.',
   '`limits.http_body_bytes_in_flight` ≥ `http.request_limit_in_mb` MiB, so that the largest request can be read.',
   '`webhooks.retry.initial_delay_ms` ≤ `webhooks.retry.max_delay_ms`; `webhooks.signature_header` differs from `webhooks.key_header` (in any case).',
   'Apps: ids and keys are unique; webhook header names are HTTP header names and their values hold no CR, LF or NUL; a `lambda://` URL names a function ARN; `app_manager.driver: memory` is refused.',
@@ -80,6 +82,7 @@ export function globalRules(c: Checker, cfg: GlobalConfig): void {
   if (c.ok('limits.http_body_bytes_in_flight', 'http.request_limit_in_mb') && cfg.limits.http_body_bytes_in_flight < bodyMax) {
     c.fail('limits.http_body_bytes_in_flight', `must be ≥ http.request_limit_in_mb MiB (${bodyMax}) so that the largest request can be read`, cfg.limits.http_body_bytes_in_flight);
   }
+  hookCaRule(c, cfg.hook_client.ca_path);
   const r = cfg.webhooks.retry;
   if (c.ok('webhooks.retry.initial_delay_ms', 'webhooks.retry.max_delay_ms') && r.initial_delay_ms > r.max_delay_ms) {
     c.fail('webhooks.retry.initial_delay_ms', `must be ≤ webhooks.retry.max_delay_ms (${r.max_delay_ms})`, r.initial_delay_ms);

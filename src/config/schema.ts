@@ -17,6 +17,7 @@ import {
   bool, choice, fileMode, hostPorts, int, intOrNull, meta, oneOf, optStr, port, section, str, strList, text,
 } from './schema-kit';
 import { HEADER_NAME, MAX_WORKERS, WEBHOOK_EVENT_TYPES } from './constants';
+import type { AppHooks } from './hooks';
 
 export { HEADER_NAME, MAX_WORKERS, WEBHOOK_EVENT_TYPES };
 
@@ -260,6 +261,16 @@ export const GlobalSchema = Type.Object({
     }),
     http_body_bytes_in_flight: int(64 * 1024 * 1024, 1024, { max: 2 ** 40, doc: 'Request-body bytes one shard reads at once (all API requests together); beyond: 503 with Retry-After: 1.', ours: true }),
   }, 'What one client (a socket, an HTTP request) can make one process hold or do (README, "Limits and hostile clients").'),
+  hook_client: section({
+    max_in_flight: int(1024, 1, { max: 100_000, doc: 'Backend hook calls in flight per shard, all apps together; beyond: the hook\'s on_failure policy, counted (docs/hooks.md).', ours: true }),
+    max_response_kb: int(64, 1, { max: 10_240, doc: 'Largest hook answer read (KiB); a bigger one is a failure.', ours: true }),
+    max_pending_per_connection: int(100, 1, { max: 10_000, doc: 'Frames one connection may queue behind a pending hook call (they run in its order); beyond: the frame is dropped with pusher:error 4301.', ours: true }),
+    breaker: section({
+      failures: int(5, 1, { max: 10_000, doc: 'Consecutive failures of an endpoint (per shard) that open its circuit breaker: calls are answered by on_failure without calling.', ours: true }),
+      open_ms: int(5000, 1, { max: 3_600_000, doc: 'ms an open breaker waits before one probe call.', ours: true }),
+    }, 'The circuit breaker per hook endpoint.'),
+    ca_path: optStr({ doc: 'A PEM file of CA certificates trusted for https:// hook endpoints, besides the system\'s; null = the system\'s only.', ours: true }),
+  }, 'The shard-side HTTP client of every app\'s backend hooks (docs/hooks.md).'),
 }, { additionalProperties: false });
 
 
@@ -352,6 +363,11 @@ export const AppSchema = Type.Object({
     'x-unknown': "has an invalid pattern: use an exact channel name, 'prefix-*', '*-suffix' or '*'",
     ...meta({ doc: 'Per channel pattern (exact, "prefix-*", "*-suffix" or "*"): Fossil, Xdelta3, disabled, inherit, or a mapping (see Channel delta setting below).', rule: 'must be a mapping of channel pattern to setting' }),
   })),
+  // checked and resolved after the schema (config/hooks.ts, from apps.ts)
+  hooks: Type.Optional(Type.Unsafe<AppHooks | null>(Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
+    default: null,
+    ...meta({ doc: 'Backend hooks: url, timeout_ms, on_failure (deny | allow), and connect / subscribe / client_event / publish, each {enabled, url, timeout_ms, on_failure, channels, events} (docs/hooks.md); null = none.', rule: 'must be a mapping of hook settings, or null' }),
+  }))),
 }, { additionalProperties: false, 'x-unknown': 'is not a known app setting', 'x-rule': 'must be a mapping with id, key and secret' });
 
 const AppList = Type.Union([Type.Array(AppSchema), Type.Null()], { default: [], ...meta({ doc: 'Apps, each with id, key, secret and optional settings (docs/configuration.md, "Apps"); both lists are used. Ids and keys must be unique.', rule: 'must be a list of apps' }) });

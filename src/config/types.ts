@@ -7,6 +7,7 @@
 import type { Config, GlobalConfig } from './schema';
 
 export type { AppConfig, ChannelDeltaSetting, Config, WebhookConfig } from './schema';
+export type { AppHooks, HookFailurePolicy, HookKind, HookSettings } from './hooks';
 
 export type AdapterDriver = Config['adapter']['driver'];
 export type CacheDriver = Config['cache']['driver'];

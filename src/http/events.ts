@@ -155,15 +155,27 @@ export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePr
   if (!isParsed(ev)) return ev;
   return then(limitBackendEvents(deps, app, ev.channels.length), (overRate) => {
     if (overRate) return overRate;
-    try {
-      // All channels or none: a 503 has delivered nothing (channels/publisher.ts).
-      deps.publisher.publish(messagesOf(deps, app, ev, []));
-    } catch (err) {
-      return busy(deps, err);
-    }
-    if (ev.info.size === 0) return { status: 200, body: PUBLISHED };
-    return eventsInfo(deps, app, ev);
+    return then(hooked(deps, app, [ev], false), (evs) => {
+      if (!Array.isArray(evs)) return evs;
+      try {
+        // All channels or none: a 503 has delivered nothing (channels/publisher.ts).
+        const msgs: Outgoing[] = [];
+        for (const e of evs) messagesOf(deps, app, e, msgs);
+        deps.publisher.publish(msgs);
+      } catch (err) {
+        return busy(deps, err);
+      }
+      if (ev.info.size === 0) return { status: 200, body: PUBLISHED };
+      return eventsInfo(deps, app, ev);
+    });
   });
+}
+
+/** The publish hook (hooks/publish.ts): the events to publish (data maybe replaced), or the refusal. Synchronous without a hook. */
+function hooked(deps: ApiDeps, app: AppConfig, events: ParsedEvent[], batch: boolean): MaybePromise<ParsedEvent[] | ApiResponse> {
+  const check = deps.hooks?.check(app, events, batch);
+  if (!check) return events;
+  return check.then((r) => (r.ok ? r.items : jsonError(r.status, r.error)));
 }
 
 async function eventsInfo(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): Promise<ApiResponse> {
@@ -188,16 +200,19 @@ export function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Ma
   }
   return then(limitBackendEvents(deps, app, events.reduce((n, ev) => n + ev.channels.length, 0)), (overRate) => {
     if (overRate) return overRate;
-    try {
-      // The whole batch or nothing: a 503 has delivered no event of it.
-      const msgs: Outgoing[] = [];
-      for (const ev of events) messagesOf(deps, app, ev, msgs);
-      deps.publisher.publish(msgs);
-    } catch (err) {
-      return busy(deps, err);
-    }
-    if (events.every((ev) => ev.info.size === 0)) return { status: 200, body: { batch: events.map(() => ({})) } };
-    return batchInfo(deps, app, events);
+    return then(hooked(deps, app, events, true), (evs) => {
+      if (!Array.isArray(evs)) return evs;
+      try {
+        // The whole batch or nothing: a 503 has delivered no event of it.
+        const msgs: Outgoing[] = [];
+        for (const ev of evs) messagesOf(deps, app, ev, msgs);
+        deps.publisher.publish(msgs);
+      } catch (err) {
+        return busy(deps, err);
+      }
+      if (events.every((ev) => ev.info.size === 0)) return { status: 200, body: { batch: events.map(() => ({})) } };
+      return batchInfo(deps, app, events);
+    });
   });
 }
 

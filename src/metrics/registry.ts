@@ -51,6 +51,8 @@ const COUNTERS: Record<CounterName, Def> = {
   webhook_retries_total: { help: 'Webhook requests sent again after a retryable failure', labels: ['app_id'] },
   cache_errors_total: { help: 'Cache channel reads and writes the cache driver\'s Redis failed (op: read, write)', labels: ['op'] },
   webhooks_requeued_total: { help: 'queue.driver redis: webhook jobs taken back from a consumer that is gone (killed, or its lease lapsed) to be sent again', labels: [] },
+  hook_calls_total: { help: 'Backend hook calls (result: allowed, denied, failed = no usable answer, skipped = not called: breaker open or too many in flight); failed and skipped then follow on_failure', labels: ['app_id', 'hook', 'result'] },
+  hook_failures_total: { help: 'Backend hook calls without a usable answer (reason: timeout, network, status, invalid_answer, too_large, breaker_open, overloaded, cancelled)', labels: ['app_id', 'hook', 'reason'] },
   webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
 };
 
@@ -61,6 +63,8 @@ const GAUGES: Record<GaugeName, Def> = {
   websocket_buffer_usage: { help: 'Bytes buffered for sending, summed over sockets', labels: [] },
   cluster_nodes_active: { help: 'Active cluster nodes', labels: [] },
   bus_spill_bytes: { help: 'Bytes waiting in writer-side spill queues of internal rings', labels: [] },
+  hook_calls_in_flight: { help: 'Backend hook calls waiting for their answer', labels: [] },
+  hook_breakers_open: { help: 'Shards whose circuit breaker of a hook endpoint is open or half-open (url: scheme, host and path)', labels: ['url'] },
   webhook_queue_size: { help: 'Webhook requests waiting to be sent or retried (sync queue driver)', labels: [] },
 };
 
@@ -68,6 +72,11 @@ const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {
   http_request_duration_seconds: {
     help: 'HTTP request duration on the main listener (path: the route pattern)',
     labels: ['method', 'path'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  },
+  hook_duration_seconds: {
+    help: 'Backend hook calls: time from sending to the answer (or the failure), per hook',
+    labels: ['hook'],
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
   },
 };

@@ -25,7 +25,9 @@ export type CounterName =
   /** ours: queue.driver redis: jobs taken back from a consumer that is gone (its lease lapsed) */
   | 'webhooks_requeued_total'
   /** ours: cache.driver redis / redis-cluster commands that failed (op read / write) */
-  | 'cache_errors_total';
+  | 'cache_errors_total'
+  /** ours: backend hook calls by hook and result (allowed, denied, failed, skipped), and failures by reason */
+  | 'hook_calls_total' | 'hook_failures_total';
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
@@ -33,9 +35,11 @@ export type GaugeName =
   /** ours: bytes waiting in writer-side spill queues of this thread's rings */
   | 'bus_spill_bytes'
   /** ours: webhook requests waiting to be sent or retried (primary) */
-  | 'webhook_queue_size';
+  | 'webhook_queue_size'
+  /** ours: backend hooks: calls in flight (per shard, summed), shards whose breaker of an endpoint is open or half-open */
+  | 'hook_calls_in_flight' | 'hook_breakers_open';
 
-export type HistogramName = 'http_request_duration_seconds';
+export type HistogramName = 'http_request_duration_seconds' | 'hook_duration_seconds';
 
 export type Labels = Record<string, string>;
 

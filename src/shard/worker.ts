@@ -8,6 +8,8 @@ import { registerRoutes } from '../http/router';
 import { createWsBehavior } from '../ws/connection';
 import { ownedState } from '../webhooks/shard';
 import { nameThread } from '../thread-name';
+import { createShardHooks } from '../hooks';
+import type { Socket, SocketData } from '../ws/types';
 import { createCommandHandler } from './commands';
 import { createShardContext } from './context';
 import { createControlHandler } from './control';
@@ -46,6 +48,9 @@ const failover: Failover = createFailover({
 });
 ctx.shadows = failover.shadows;
 
+/** Backend hooks (hooks/): the signed calls of every app's connect / subscribe / client_event / publish hooks. */
+const hooks = createShardHooks<Socket, SocketData>({ config, metrics: ctx.metrics, tap: ctx.tap, out: ctx.out });
+
 let socketSeq = 0;
 const behavior = createWsBehavior({
   config, apps: ctx.apps, shardId, publisher: ctx.publisher, directory: ctx.directory, interest: ctx.interest,
@@ -58,6 +63,7 @@ const behavior = createWsBehavior({
   tap: ctx.tap,
   filters: ctx.filters,
   webhooks,
+  hooks: hooks.ws,
   stopping: () => ctx.stopping,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });
@@ -84,6 +90,7 @@ registerRoutes(uws, {
   config, apps: ctx.apps, publisher: ctx.publisher, directory: ctx.directory, log: logOf('http'), metrics: ctx.metrics, limiter, cache: ctx.cache,
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
   cacheUp: sharedCache ? () => sharedCache.isUp() : undefined,
+  hooks: hooks.publish,
   stopping: () => ctx.stopping,
 });
 
@@ -111,6 +118,7 @@ function shutdownNow(final: ShardEvent): void {
   ctx.stopping = true;
   clearInterval(sweepTimer);
   webhooks?.stop(); // what this turn reported goes to the primary before the bus stops
+  hooks.close();
   shutdown.run(final);
 }
 

@@ -7,7 +7,7 @@ import { ErrorCode } from '../protocol/codes';
 import { Ev } from '../protocol/events';
 import { errorFrame } from '../protocol/frames';
 import type { WsDeps } from './deps';
-import type { Socket, SocketData } from './types';
+import type { Socket, SocketData, Subscription } from './types';
 import { sendFrame } from './send';
 
 export interface ClientFrame {
@@ -33,7 +33,7 @@ export function createClientEvents(deps: WsDeps) {
     return d.evCount > limit;
   }
 
-  return function handleClientEvent(ws: Socket, d: SocketData, msg: ClientFrame, now: number): void {
+  const handleClientEvent = function handleClientEvent(ws: Socket, d: SocketData, msg: ClientFrame, now: number): void {
     const app = d.app!;
     const channel = typeof msg.channel === 'string' ? msg.channel : undefined;
     if (!app.enable_client_messages) return refuse(ws, 'Client events are not enabled for this app', channel);
@@ -59,14 +59,29 @@ export function createClientEvents(deps: WsDeps) {
     if (Buffer.byteLength(dataJson) > app.max_event_payload_in_kb * 1024) {
       return refuse(ws, `Client event payload is larger than ${app.max_event_payload_in_kb} KB`, channel);
     }
-    let out = '{"event":' + JSON.stringify(msg.event) + ',"channel":' + JSON.stringify(channel) + ',"data":' + dataJson;
+    // client_event hook (hooks/connection.ts): the backend allows, denies or replaces the data first
+    const hooked = deps.hooks?.clientEvent(ws, d, channel, msg.event, msg.data, sub.type === 'presence' ? sub.userId : null, (replaced) => {
+      if (d.channels.get(channel) !== sub) return refuse(ws, `Not subscribed to ${channel}`, channel);
+      if (replaced === undefined) return deliver(ws, d, channel, sub, msg.event, msg.data, dataJson);
+      const json = JSON.stringify(replaced);
+      if (Buffer.byteLength(json) > app.max_event_payload_in_kb * 1024) {
+        return refuse(ws, `Client event payload is larger than ${app.max_event_payload_in_kb} KB (as replaced by the client_event hook)`, channel);
+      }
+      deliver(ws, d, channel, sub, msg.event, replaced, json);
+    });
+    if (!hooked) deliver(ws, d, channel, sub, msg.event, msg.data, dataJson);
+  };
+
+  function deliver(ws: Socket, d: SocketData, channel: string, sub: Subscription, event: string, data: unknown, dataJson: string): void {
+    const app = d.app!;
+    let out = '{"event":' + JSON.stringify(event) + ',"channel":' + JSON.stringify(channel) + ',"data":' + dataJson;
     if (sub.type === 'presence') out += ',"user_id":' + JSON.stringify(sub.userId);
     out += '}';
     try {
       deps.publisher.publishOne({ kind: 'client', app: app.id, channel, except: d.id, message: out });
       // webhook data: the string the client sent, or the JSON of its object (Pusher sends a string)
       if (deps.webhooks?.wantsClientEvents(app.id)) {
-        deps.webhooks.clientEvent(app.id, channel, msg.event, typeof msg.data === 'string' ? msg.data : dataJson, d.id,
+        deps.webhooks.clientEvent(app.id, channel, event, typeof data === 'string' ? data : dataJson, d.id,
           sub.type === 'presence' ? sub.userId : undefined);
       }
     } catch (err) {
@@ -75,5 +90,7 @@ export function createClientEvents(deps: WsDeps) {
       deps.log.warn({ channel }, 'client event dropped: internal queue full');
       refuse(ws, 'Server busy: client event not delivered', channel);
     }
-  };
+  }
+
+  return handleClientEvent;
 }

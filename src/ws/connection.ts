@@ -16,6 +16,7 @@ import { createSubscriptions } from './subscribe';
 import type { Socket, SocketData } from './types';
 import type { AppConfig } from '../config/types';
 import { sendFrame } from './send';
+import { clientIp } from '../http/ratelimit';
 
 const decoder = new TextDecoder();
 
@@ -88,6 +89,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
   const meters = metersFor(deps.metrics);
   const signin = createSignin(deps);
   const limits = createWsLimits(deps);
+  deps.hooks?.resume((ws, d, text) => onFrame(ws, d, text, Date.now()));
   const activityMs = config.websocket.activity_timeout * 1000;
   const pongMs = config.websocket.pong_timeout * 1000;
   const maxPayload = config.websocket.max_payload_kb * 1024;
@@ -189,6 +191,12 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };
     else if (!originAllowed(origin, app.allowed_origins)) refuse = { code: ErrorCode.Unauthorized, message: CloseMessage[ErrorCode.Unauthorized] ?? 'Origin not allowed' };
     const data = newSocketData(deps.nextSocketId(), app, refuse);
+    if (!refuse && app!.hooks !== null && deps.hooks) {
+      // what a hook sees of the connection (hooks/connection.ts); req is gone after the upgrade
+      const forwardedFor = req.getHeader('x-forwarded-for') || null;
+      const ip = clientIp({ ip: decoder.decode(res.getRemoteAddressAsText()), headers: { authorization: null, origin: null, contentLength: null, forwardedFor, connectionClose: false } }, config.rate_limiter.api.trust_hops);
+      deps.hooks.upgrade(data.id, { ip, origin, user_agent: req.getHeader('user-agent') || null });
+    }
     res.upgrade(data, secKey, proto, ext, context);
   }
 
@@ -242,7 +250,9 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       const am = meters.app(d.app!.id);
       am.connectionsTotal.inc();
       am.connectionsActive.inc();
-      sendFrame(meters, ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
+      const establish = () => void sendFrame(meters, ws, d.app!.id, Ev.ConnectionEstablished, established(d.id));
+      // connect hook (hooks/connection.ts): connection_established once the backend allows it
+      if (!deps.hooks?.connect(ws, d, establish)) establish();
       if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'open', socket_id: d.id });
     },
 
@@ -259,7 +269,9 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       d.lastSeen = now; // positive again: any frame answers a ping
       if (limits.overBudget(ws, d, now)) return;
       if (wsMax !== null && overWsWindow(ws, d, now)) return;
-      onFrame(ws, d, decoder.decode(message), now);
+      const text = decoder.decode(message);
+      if (deps.hooks?.holds(ws, d, text)) return; // waits behind this connection's pending hook call
+      onFrame(ws, d, text, now);
     },
 
     drain(ws) {
@@ -269,6 +281,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     close(ws) {
       const d = ws.getUserData();
       d.closed = true;
+      deps.hooks?.closed(d);
       deps.backpressure.closed(d);
       if (d.counted < 0) return;
       const slot = d.counted;

@@ -14,9 +14,10 @@ import type { ShardWebhooks } from '../webhooks/shard';
 import type { RateLimiter } from '../ratelimit/types';
 import type { Tap } from '../console/tap';
 import type { Backpressure } from './backpressure';
-import type { Socket } from './types';
+import type { Socket, SocketData } from './types';
 import type { Watchlists } from './watchlist';
 import type { DeltaShard } from '../delta/shard';
+import type { WsHooks } from '../hooks/connection';
 
 /** What the WebSocket handlers need, built once in shard/worker.ts. */
 export interface WsDeps {
@@ -53,6 +54,8 @@ export interface WsDeps {
   webhooks?: ShardWebhooks | null;
   /** Delta compression (delta/shard.ts); null (or absent) with delta_compression.enabled false. */
   delta?: DeltaShard | null;
+  /** Backend hooks (hooks/connection.ts): connect, subscribe, client_event; null (or absent) when no app has hooks. */
+  hooks?: WsHooks<Socket, SocketData> | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

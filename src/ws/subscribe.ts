@@ -254,6 +254,21 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     ask(true);
   }
 
+  function admitPlain(ws: Socket, d: SocketData, app: AppConfig, channel: string, type: Exclude<ChannelType, 'presence'>,
+    filter: CompiledFilter | null, algo: Algo | null) {
+    // One shared record per type (read-only: only presence records change) unless the
+    // channel replays a cache, which tells its subscriptions apart by identity.
+    // A filtered one has its own record too: it holds its entry in the filter index.
+    const sub: Subscription = filter !== null || (deps.cache && deps.cache.ttl(channel) !== null)
+      ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
+    track(d, app, channel, sub);
+    subscribeTopic(ws, d, app, channel, sub, filter, algo);
+    meters.app(app.id).subscription(type).inc();
+    succeeded(ws, channel, '{}');
+    directory.subscribe(app.id, channel);
+    replayCache(ws, d, app, channel, sub);
+  }
+
   function resendSucceeded(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
     if (sub.type !== 'presence') return succeeded(ws, channel, '{}');
     if (!sub.joined) return; // the answer to the first subscribe is on its way
@@ -303,18 +318,12 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       }
       const algo = deltaOf(ws, d, app, channel, data.delta);
       if (algo === false) return;
-      if (type === 'presence') return joinPresence(ws, d, app, channel, data.channel_data as string, filter, algo);
-      // One shared record per type (read-only: only presence records change) unless the
-      // channel replays a cache, which tells its subscriptions apart by identity.
-      // A filtered one has its own record too: it holds its entry in the filter index.
-      const sub: Subscription = filter !== null || (deps.cache && deps.cache.ttl(channel) !== null)
-        ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
-      track(d, app, channel, sub);
-      subscribeTopic(ws, d, app, channel, sub, filter, algo);
-      meters.app(app.id).subscription(type).inc();
-      succeeded(ws, channel, '{}');
-      directory.subscribe(app.id, channel);
-      replayCache(ws, d, app, channel, sub);
+      const admit = type === 'presence'
+        ? () => joinPresence(ws, d, app, channel, data.channel_data as string, filter, algo)
+        : () => admitPlain(ws, d, app, channel, type, filter, algo);
+      // subscribe hook (hooks/connection.ts): after the auth check, before anything is joined or answered
+      if (deps.hooks?.subscribe(ws, d, channel, type === 'presence' ? data.channel_data as string : undefined, admit)) return;
+      admit();
     },
 
     unsubscribe(ws, d, channel) {

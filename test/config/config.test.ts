@@ -57,7 +57,7 @@ t.test('defaults', async (t) => {
     max_event_batch_size: 10, max_event_name_length: 200, max_channel_name_length: 200, max_message_size_kb: 64,
     max_presence_members_per_channel: 100, max_presence_member_size_in_kb: 2, enable_client_messages: true,
     subscription_count_events: false, enable_user_authentication: true, enable_watchlist_events: false,
-    user_authentication_timeout: null, webhooks: [], channel_delta_compression: {},
+    user_authentication_timeout: null, webhooks: [], channel_delta_compression: {}, hooks: null,
   }]);
   const a = defaultConfig();
   a.cors.origin.push('x');

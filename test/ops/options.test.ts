@@ -171,6 +171,14 @@ const CLAIMS: Record<string, Claim> = {
   'apps[].subscription_count_events': { effect: ['src/channels/owner-service.ts', 'subscription_count_events'] },
   'apps[].webhooks': { effect: ['src/webhooks/service.ts', 'a.webhooks.length > 0'] },
   'apps[].channel_delta_compression': { effect: ['src/delta/settings.ts', 'app.channel_delta_compression'] },
+  // backend hooks (behaviour: test/hooks/)
+  'apps[].hooks': { effect: ['src/hooks/connection.ts', 'hooks'] },
+  'hook_client.max_in_flight': { effect: ['src/hooks/caller.ts', 'inFlight >= hc.max_in_flight'] },
+  'hook_client.max_response_kb': { effect: ['src/hooks/index.ts', 'maxResponseBytes: hc.max_response_kb * 1024'] },
+  'hook_client.max_pending_per_connection': { effect: ['src/hooks/connection.ts', 'config.hook_client.max_pending_per_connection'] },
+  'hook_client.breaker.failures': { effect: ['src/hooks/caller.ts', 'hc.breaker.failures'] },
+  'hook_client.breaker.open_ms': { effect: ['src/hooks/caller.ts', 'hc.breaker.open_ms'] },
+  'hook_client.ca_path': { effect: ['src/hooks/index.ts', 'readFileSync(hc.ca_path'] },
 };
 
 function leaves(o: unknown, prefix: string, out: string[]): string[] {

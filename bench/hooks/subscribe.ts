@@ -1,0 +1,132 @@
+// Subscribe latency with a subscribe hook against a local backend answering at once, and
+// without one (docs/hooks.md, "Latency"):
+//
+//   node dist/bench/hooks/subscribe.js [--rate 1000] [--seconds 10] [--connections 50] [--workers 1]
+//
+// Three rounds on one ringcast (started in this process, as the tests do; its shards are
+// worker threads) with a fresh app config each: `none` (the app has no hooks), `unmatched`
+// (a subscribe hook whose pattern the channels do not match: what unhooked channels cost),
+// `hooked` (every subscribe calls the backend). The backend is a node:http server in a
+// child process answering {"allow":true} at once; it reports its own time per call (from
+// the request's end to its answer). The load is open-loop: `rate` subscribes per second to
+// fresh public channels, spread over `connections` raw WebSocket clients; each one's latency
+// is from the send to its subscription_succeeded.
+
+import { fork } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import WebSocket from 'ws';
+import { loadConfig } from '../../src/config';
+import { start } from '../../src/main';
+
+const args = new Map<string, string>();
+for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i].replace(/^--/, ''), process.argv[i + 1]);
+const RATE = Number(args.get('rate') ?? 1000);
+const SECONDS = Number(args.get('seconds') ?? 10);
+const CONNECTIONS = Number(args.get('connections') ?? 50);
+const WORKERS = Number(args.get('workers') ?? 1);
+const APP = { id: 'bench', key: 'bench-key', secret: 'bench-secret' };
+
+if (process.argv[2] === 'backend') {
+  // The backend: answers at once, keeps its own handling times.
+  const own: number[] = [];
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const t0 = process.hrtime.bigint();
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"allow":true}');
+      own.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(0, '127.0.0.1', () => process.send!({ port: (server.address() as AddressInfo).port }));
+  process.on('message', () => {
+    process.send!({ own: own.splice(0) });
+  });
+} else {
+  void main();
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+async function round(name: string, hooks: Record<string, unknown> | null): Promise<{ name: string; rate: number; p50: number; p99: number; done: number }> {
+  const config = loadConfig({
+    env: {},
+    overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, apps: [{ ...APP, hooks, max_client_events_per_second: 100_000 }], rate_limiter: { enabled: false } },
+  });
+  const server = await start(config);
+  const clients = await Promise.all(Array.from({ length: CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/app/${APP.key}?protocol=7`);
+    ws.once('message', () => resolve(ws));
+    ws.once('error', reject);
+  })));
+  const sentAt = new Map<string, number>();
+  const latencies: number[] = [];
+  for (const ws of clients) {
+    ws.on('message', (raw: Buffer) => {
+      const s = raw.toString('utf8');
+      const m = /"channel":"(b-\d+)"/.exec(s);
+      if (!m || !s.includes('subscription_succeeded')) return;
+      const t0 = sentAt.get(m[1]);
+      if (t0 === undefined) return;
+      sentAt.delete(m[1]);
+      latencies.push(performance.now() - t0);
+    });
+  }
+  const total = RATE * SECONDS;
+  const tickMs = 10;
+  const perTick = RATE * tickMs / 1000;
+  let sent = 0;
+  const t0 = performance.now();
+  await new Promise<void>((resolve) => {
+    const timer = setInterval(() => {
+      const due = Math.min(total, Math.floor((performance.now() - t0) / tickMs + 1) * perTick);
+      while (sent < due) {
+        const channel = `b-${sent}`;
+        sentAt.set(channel, performance.now());
+        clients[sent % CONNECTIONS].send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
+        sent++;
+      }
+      if (sent >= total) {
+        clearInterval(timer);
+        resolve();
+      }
+    }, tickMs);
+  });
+  const until = performance.now() + 10_000;
+  while (latencies.length < total && performance.now() < until) await new Promise((r) => setTimeout(r, 20));
+  const elapsed = (performance.now() - t0) / 1000;
+  for (const ws of clients) ws.close();
+  await server.stop();
+  latencies.sort((a, b) => a - b);
+  return { name, rate: latencies.length / elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), done: latencies.length };
+}
+
+async function main(): Promise<void> {
+  const backend = fork(__filename, ['backend']);
+  const port = await new Promise<number>((resolve) => backend.once('message', (m: { port: number }) => resolve(m.port)));
+  const url = `http://127.0.0.1:${port}/hooks`;
+  const ownTimes = () => new Promise<number[]>((resolve) => {
+    backend.once('message', (m: { own: number[] }) => resolve(m.own));
+    backend.send('own');
+  });
+  const results = [];
+  results.push(await round('none', null));
+  results.push(await round('unmatched', { url, subscribe: { enabled: true, channels: ['hooked-*'] } }));
+  await ownTimes();
+  results.push(await round('hooked', { url, subscribe: { enabled: true, channels: ['*'] } }));
+  const own = (await ownTimes()).sort((a, b) => a - b);
+  backend.kill();
+  console.log(`subscribe hook bench: ${RATE}/s for ${SECONDS} s over ${CONNECTIONS} connections, workers ${WORKERS}, node ${process.version}`);
+  console.log('round      subscribes/s   p50 ms   p99 ms   answered');
+  for (const r of results) {
+    console.log(`${r.name.padEnd(10)} ${r.rate.toFixed(0).padStart(12)} ${r.p50.toFixed(3).padStart(8)} ${r.p99.toFixed(3).padStart(8)} ${String(r.done).padStart(10)}`);
+  }
+  const none = results[0];
+  const hooked = results[2];
+  console.log(`backend's own time per call: p50 ${quantile(own, 0.5).toFixed(3)} ms, p99 ${quantile(own, 0.99).toFixed(3)} ms (${own.length} calls)`);
+  console.log(`added by the hook at p50: ${(hooked.p50 - none.p50).toFixed(3)} ms (${(hooked.p50 - none.p50 - quantile(own, 0.5)).toFixed(3)} ms over the backend's own time)`);
+}
