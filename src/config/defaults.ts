@@ -5,6 +5,7 @@
 
 import { availableParallelism } from 'node:os';
 import type { AppConfig, Config } from './types';
+import { historyDefaults } from './validate-history';
 
 export type GlobalConfig = Omit<Config, 'apps'>;
 
@@ -103,6 +104,7 @@ export function defaultConfig(): GlobalConfig {
       lambda_endpoint: null,
     },
     protocol: { event_prefix: 'pusher' },
+    ...historyDefaults(),
   };
 }
 
@@ -143,6 +145,7 @@ export function appDefaults(g: GlobalConfig): AppLimitDefaults {
     user_authentication_timeout: null,
     webhooks: [],
     channel_delta_compression: {},
+    channel_history: {},
   };
 }
 

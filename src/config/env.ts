@@ -26,6 +26,7 @@ export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = {
   SSL_HTTP_PORT: ['ssl.http_port', 'num'],
   ADAPTER_DRIVER: ['adapter.driver', 'str'],
   CACHE_DRIVER: ['cache.driver', 'str'],
+  HISTORY_DRIVER: ['history.driver', 'str'],
   QUEUE_DRIVER: ['queue.driver', 'str'],
   RATE_LIMITER_DRIVER: ['rate_limiter.driver', 'str'],
   RATE_LIMITER_ENABLED: ['rate_limiter.enabled', 'bool'],

@@ -58,6 +58,36 @@ export interface AppConfig {
   user_authentication_timeout: number | null;
   webhooks: WebhookConfig[];
   channel_delta_compression: Record<string, ChannelDeltaSetting>;
+  /** History (src/history/): channel pattern → what is kept of each matching channel. */
+  channel_history: Record<string, ChannelHistorySetting>;
+}
+
+/** One entry of an app's `channel_history` (PROTOCOL.md "History, rewind and recovery"). */
+export interface ChannelHistorySetting {
+  /** Messages kept per channel (≥ 1). */
+  size: number;
+  /** Seconds a message is kept. */
+  ttl: number;
+  /** Last messages a new subscription gets (≤ size). */
+  rewind: number;
+}
+
+/** `history`: where channel messages are numbered and kept (src/history/). */
+export interface HistoryConfig {
+  driver: 'memory' | 'redis' | 'redis-cluster';
+  /** Seconds a channel's epoch and last serial outlive its last message (while it has no subscribers). */
+  meta_ttl: number;
+  /** Most messages one recovery replays (more: recovered false, too_many). */
+  max_recover: number;
+  /** Ours: bytes of stored messages in the process (MiB); past it the oldest channels' messages are evicted. */
+  memory_budget_mb: number;
+}
+
+/** `idempotency`: repeated idempotency_key of API publishes (src/history/idempotency.ts). */
+export interface IdempotencyConfig {
+  window_seconds: number;
+  /** Ours: keys remembered per process; past it the oldest are forgotten first. */
+  max_keys: number;
 }
 
 export interface RedisConfig {
@@ -164,5 +194,7 @@ export interface Config {
     lambda_endpoint: string | null;
   };
   protocol: { event_prefix: 'pusher' | 'proto' };
+  history: HistoryConfig;
+  idempotency: IdempotencyConfig;
   apps: AppConfig[];
 }

@@ -6,6 +6,7 @@ import type { AppConfig, ChannelDeltaSetting, WebhookConfig } from './types';
 import { appDefaults, WEBHOOK_EVENT_TYPES, type AppLimitDefaults, type GlobalConfig } from './defaults';
 import { isMapping, suggest, type Checker } from './checker';
 import { HEADER_NAME } from './validate';
+import { validateChannelHistory } from './validate-history';
 
 /** The default app assembled by env.ts: raw field values plus which env var set each one. */
 export interface EnvApp {
@@ -122,6 +123,7 @@ function validateApp(c: Checker, e: Entry, d: AppLimitDefaults): AppConfig | nul
     webhooks: has('webhooks') ? webhooks(c, k('webhooks'), r.webhooks) : [],
     channel_delta_compression: has('channel_delta_compression')
       ? channelDelta(c, k('channel_delta_compression'), r.channel_delta_compression) : {},
+    channel_history: validateChannelHistory(c, k('channel_history'), r.channel_history),
   };
 }
 

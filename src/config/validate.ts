@@ -9,6 +9,7 @@ import { accessSync, constants as fsc, statSync } from 'node:fs';
 import { isMapping, parseOctalMode, type Checker } from './checker';
 import type { AdapterDriver, CacheDriver, QueueDriver, RateLimiterDriver } from './types';
 import { MAX_WORKERS, type GlobalConfig } from './defaults';
+import { validateHistoryGlobal } from './validate-history';
 
 /** Walks a dotted path through the raw tree (sections are always mappings after merging). */
 function get(tree: Record<string, unknown>, path: string): unknown {
@@ -165,6 +166,7 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
       lambda_endpoint: httpUrlOrNull(c, 'webhooks.lambda_endpoint', g('webhooks.lambda_endpoint')),
     },
     protocol: { event_prefix: c.oneOf('protocol.event_prefix', g('protocol.event_prefix'), ['pusher', 'proto'] as const) },
+    ...validateHistoryGlobal(c, g),
   };
 
   crossChecks(c, cfg);

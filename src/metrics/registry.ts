@@ -52,6 +52,10 @@ const COUNTERS: Record<CounterName, Def> = {
   cache_errors_total: { help: 'Cache channel reads and writes the cache driver\'s Redis failed (op: read, write)', labels: ['op'] },
   webhooks_requeued_total: { help: 'queue.driver redis: webhook jobs taken back from a consumer that is gone (killed, or its lease lapsed) to be sent again', labels: [] },
   webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
+  history_evictions_total: { help: 'History messages dropped to stay within history.memory_budget_mb (oldest-written channels first)', labels: ['app_id'] },
+  history_recoveries_total: { help: 'Subscriptions with a resume position (result: recovered, no_history, epoch_changed, too_old, too_many, invalid, unavailable)', labels: ['app_id', 'result'] },
+  history_rewinds_total: { help: 'Subscriptions that were sent a rewind of stored messages', labels: ['app_id'] },
+  idempotent_hits_total: { help: 'API publishes with an idempotency_key already seen in the window (answered with the first answer, not delivered again)', labels: ['app_id'] },
 };
 
 const GAUGES: Record<GaugeName, Def> = {
@@ -62,6 +66,8 @@ const GAUGES: Record<GaugeName, Def> = {
   cluster_nodes_active: { help: 'Active cluster nodes', labels: [] },
   bus_spill_bytes: { help: 'Bytes waiting in writer-side spill queues of internal rings', labels: [] },
   webhook_queue_size: { help: 'Webhook requests waiting to be sent or retried (sync queue driver)', labels: [] },
+  history_messages: { help: 'Messages kept by the memory history store (summed over shards)', labels: [] },
+  history_bytes: { help: 'Bytes counted against history.memory_budget_mb (summed over shards)', labels: [] },
 };
 
 const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {

@@ -25,7 +25,15 @@ export type CounterName =
   /** ours: queue.driver redis: jobs taken back from a consumer that is gone (its lease lapsed) */
   | 'webhooks_requeued_total'
   /** ours: cache.driver redis / redis-cluster commands that failed (op read / write) */
-  | 'cache_errors_total';
+  | 'cache_errors_total'
+  /** ours (history/): channel messages dropped to stay within history.memory_budget_mb */
+  | 'history_evictions_total'
+  /** ours (history/): subscriptions with a resume position, by result (recovered or the reason) */
+  | 'history_recoveries_total'
+  /** ours (history/): subscriptions that got a rewind */
+  | 'history_rewinds_total'
+  /** ours (history/): API publishes answered from the idempotency window (not delivered again) */
+  | 'idempotent_hits_total';
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
@@ -33,7 +41,9 @@ export type GaugeName =
   /** ours: bytes waiting in writer-side spill queues of this thread's rings */
   | 'bus_spill_bytes'
   /** ours: webhook requests waiting to be sent or retried (primary) */
-  | 'webhook_queue_size';
+  | 'webhook_queue_size'
+  /** ours (history/): messages and bytes kept by the memory history store */
+  | 'history_messages' | 'history_bytes';
 
 export type HistogramName = 'http_request_duration_seconds';
 

@@ -40,6 +40,10 @@ import { createDeltaShard } from '../delta/shard';
 import { deltaRoute } from '../delta/stage';
 import { coordinated, coordRoute } from '../delta/coord';
 import type { CacheStates } from '../delta/streams';
+import { createHistoryOwner, isHistoryOwnerMsg } from '../history/owner';
+import { createHistoryShard } from '../history/shard';
+import { createHistoryStore } from '../history';
+import { HistorySettings } from '../history/settings';
 import { createFailover } from './failover';
 import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
@@ -101,6 +105,14 @@ const delta = deltaInit && deltaInterest ? createDeltaShard({
   states: (app, channel) => bus.request<CacheStates & { conflation_key: string | null }>(deltaInit.sequencer, { type: 'delta_states', app, channel }),
 }) : null;
 backpressure.attach({ filters, delta });
+/** History channels (history/): numbered and kept by their owner shard; the stage sends their events there. */
+const historySettings = new HistorySettings(apps);
+const history = createHistoryShard({
+  settings: historySettings, shards, uws, sockets, out, log: logOf('history'), metrics,
+  control: (to, msg) => bus.control(to, msg),
+  request: (to, body) => bus.request(to, body),
+  publisher: () => publisher,
+});
 const publisher = createPublisher({
   bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
   onMember: (m) => failover.shadows.apply(m.app, m.channel, m.op, m.userId),
@@ -108,7 +120,8 @@ const publisher = createPublisher({
   stages: {
     // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
     delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(bus, shards) : deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
-    adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])],
+    // history last: the adapter and the console tap see a history channel's event first
+    adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : []), history.stage],
     filter: [...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
   },
 });
@@ -155,6 +168,23 @@ const owner = createOwnerService({
   } : undefined,
 });
 
+const historyOwner = createHistoryOwner({
+  store: createHistoryStore(config, shards, metrics),
+  settings: historySettings,
+  maxRecover: config.history.max_recover,
+  targets: (app, channel) => interest.targets(app, channel, []),
+  send: (targets, msg) => {
+    const batch = bus.batch();
+    for (const to of targets) batch.control(to, msg);
+    batch.commit();
+  },
+  plain: (m) => publisher.publishOne({ kind: 'api', app: m.app, channel: m.channel, except: m.except, message: m.message, tags: m.tags }),
+  reply: (to, req, body) => bus.reply(to, req, body),
+  subscribed: (app, channel) => owner.store.info(app, channel).subscription_count > 0,
+  log: logOf('history'),
+  metrics,
+});
+
 /** A control message to the primary (thread `shards`) that nobody waits for: logged when the queue is full. */
 function toPrimary(msg: ControlMsg, what: string): void {
   try {
@@ -182,6 +212,7 @@ function onControl(msg: ControlMsg, from: number): void {
   if (failover.defer(msg, from)) return; // a replacement shard still rebuilding its records
   if (msg.type === 'remote_node_gone') users.nodeGone(msg.node); // and the owner's presence below
   if (isOwnerMsg(msg)) return owner.handle(msg, from);
+  if (isHistoryOwnerMsg(msg)) return historyOwner.handle(msg, from);
   if (isUserMsg(msg)) return users.handle(msg, from);
   switch (msg.type) {
     case 'watchlist':
@@ -195,6 +226,8 @@ function onControl(msg: ControlMsg, from: number): void {
       return failover.restore(msg, from);
     case 'delta':
       return delta?.deliver(msg);
+    case 'hist':
+      return history.deliver(msg);
     case 'reply':
       return; // settled by the bus itself
   }
@@ -228,6 +261,7 @@ const behavior = createWsBehavior({
   shadows: failover.shadows,
   watchlists,
   delta,
+  history,
   cache,
   tap,
   filters,
@@ -261,10 +295,18 @@ registerRoutes(uws, {
   stopping: () => stopping,
 });
 
+/** Expired history messages go at this pace (reads drop them lazily meanwhile). */
+const HISTORY_SWEEP_MS = 5000;
+let historySweptAt = Date.now();
 const sweepTimer = setInterval(() => {
   const now = Date.now();
   behavior.sweep(now);
   delta?.sweep(now);
+  if (now - historySweptAt >= HISTORY_SWEEP_MS) {
+    historySweptAt = now;
+    historyOwner.sweep();
+    history.sweep();
+  }
 }, 1000);
 
 let listenSocket: us_listen_socket | null = null;

@@ -17,6 +17,7 @@ import type { Backpressure } from './backpressure';
 import type { Socket } from './types';
 import type { Watchlists } from './watchlist';
 import type { DeltaShard } from '../delta/shard';
+import type { HistoryShard } from '../history/shard';
 
 /** What the WebSocket handlers need, built once in shard/worker.ts. */
 export interface WsDeps {
@@ -53,6 +54,8 @@ export interface WsDeps {
   webhooks?: ShardWebhooks | null;
   /** Delta compression (delta/shard.ts); null (or absent) with delta_compression.enabled false. */
   delta?: DeltaShard | null;
+  /** History channels (history/shard.ts): rewind, recover, serial topics; null (or absent) when not wired. */
+  history?: HistoryShard | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */
