@@ -6,6 +6,7 @@ import type { Publisher } from '../channels/publisher';
 import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
 import type { RateLimiter } from '../ratelimit/types';
+import type { RestHistory } from '../history/rest';
 
 /** What the HTTP API needs, built once in shard/worker.ts. */
 export interface ApiDeps {
@@ -25,6 +26,8 @@ export interface ApiDeps {
   clusterUp?: () => boolean;
   /** cache.driver redis / redis-cluster: whether its Redis is reachable (absent: no shared cache). */
   cacheUp?: () => boolean;
+  /** REST history (history/rest.ts); absent: the route answers 404 like an unknown route. */
+  history?: RestHistory;
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
 }

@@ -5,7 +5,7 @@ import type { AppConfig, Config } from '../config/types';
 import { BusFullError, BusTimeoutError } from '../bus/bus';
 import { metersFor } from '../metrics/meters';
 import { verifyApiRequest } from '../protocol/api-auth';
-import { getChannel, getChannels, getUsers } from './channels';
+import { getChannel, getChannelHistory, getChannels, getUsers } from './channels';
 import { appHealth } from './health';
 import { terminateConnections } from './users';
 import type { ApiDeps } from './deps';
@@ -158,6 +158,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   api('get', '/apps/:appId/channels', 1, (d, app, _req, params) => getChannels(d, app, params));
   api('get', '/apps/:appId/channels/:channel', 2, (d, app, req, params) => getChannel(d, app, req.params[1], params));
   api('get', '/apps/:appId/channels/:channel/users', 2, (d, app, req) => getUsers(d, app, req.params[1]));
+  api('get', '/apps/:appId/channels/:channel/history', 2, (d, app, req, params) => getChannelHistory(d, app, req.params[1], params));
   api('post', '/apps/:appId/users/:userId/terminate_connections', 2, (d, app, req) => terminateConnections(d, app, req.params[1]));
 
   uws.get('/up', (res, req) => {
@@ -215,7 +216,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
 /** Routes under the rate limits (spec "Endpoints", column "Rate limited"). */
 const LIMITED_ROUTES: ReadonlySet<string> = new Set([
   '/apps/:appId/events', '/apps/:appId/batch_events', '/apps/:appId/channels',
-  '/apps/:appId/channels/:channel', '/apps/:appId/channels/:channel/users',
+  '/apps/:appId/channels/:channel', '/apps/:appId/channels/:channel/users', '/apps/:appId/channels/:channel/history',
 ]);
 
 /** `method` label values; anything else is 'OTHER' (a client must not invent label values). */

@@ -44,6 +44,7 @@ import { createHistoryOwner, isHistoryOwnerMsg } from '../history/owner';
 import { createHistoryShard } from '../history/shard';
 import { createHistoryStore } from '../history';
 import { HistorySettings } from '../history/settings';
+import { ownerOf } from '../channels/owner';
 import { createFailover } from './failover';
 import { applyApps } from './reload';
 import { createShutdown } from './shutdown';
@@ -292,6 +293,10 @@ registerRoutes(uws, {
   config, apps, publisher, directory, log: logOf('http'), metrics, limiter, cache,
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
   cacheUp: sharedCache ? () => sharedCache.isUp() : undefined,
+  history: {
+    settings: historySettings,
+    page: (app, channel, q) => bus.request(ownerOf(app, channel, shards), { type: 'hist_page', app, channel, ...q }),
+  },
   stopping: () => stopping,
 });
 
