@@ -127,6 +127,12 @@ export type ControlMsg =
   | { type: 'hist'; app: string; channel: string; except: string; epoch: string; serial: number; message: string; tags?: string }
   /** A new subscription: the channel's position and what to replay (answers a HistSubReply). */
   | { type: 'hist_sub'; req: number; from: number; app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null }
+  /** Idempotent publish (history/idempotency.ts), to the key's owner: answers an IdemReply. */
+  | { type: 'idem_claim'; req: number; from: number; app: string; key: string }
+  /** The publish with this key answered 2xx: later ones get this answer. */
+  | { type: 'idem_done'; app: string; key: string; status: number; body: unknown }
+  /** The publish with this key failed (nothing delivered): the key is free again. */
+  | { type: 'idem_release'; app: string; key: string }
   /** REST history: one page (answers a HistPageReply). */
   | { type: 'hist_page'; req: number; from: number; app: string; channel: string; limit: number; direction: 'backwards' | 'forwards'; after: number; before: number | null }
   /**

@@ -44,6 +44,7 @@ import { createHistoryOwner, isHistoryOwnerMsg } from '../history/owner';
 import { createHistoryShard } from '../history/shard';
 import { createHistoryStore } from '../history';
 import { HistorySettings } from '../history/settings';
+import { createIdempotencyOwner, isIdemMsg, keyOwner } from '../history/idempotency';
 import { ownerOf } from '../channels/owner';
 import { createFailover } from './failover';
 import { applyApps } from './reload';
@@ -186,6 +187,21 @@ const historyOwner = createHistoryOwner({
   metrics,
 });
 
+/** Idempotent publish: the keys hashed to this shard (history/idempotency.ts). */
+const idempotency = createIdempotencyOwner({
+  windowMs: config.idempotency.window_seconds * 1000,
+  maxKeys: Math.max(1, Math.floor(config.idempotency.max_keys / shards)),
+  reply: (to, req, body) => bus.reply(to, req, body),
+});
+function tellKeyOwner(msg: Extract<ControlMsg, { type: 'idem_done' | 'idem_release' }>): void {
+  try {
+    bus.control(keyOwner(msg.app, msg.key, shards), msg);
+  } catch (err) {
+    // done lost: a retry publishes again; release lost: the claim lapses (PENDING_MS)
+    log.error({ err }, 'could not tell an idempotency key\'s owner how its publish ended');
+  }
+}
+
 /** A control message to the primary (thread `shards`) that nobody waits for: logged when the queue is full. */
 function toPrimary(msg: ControlMsg, what: string): void {
   try {
@@ -214,6 +230,7 @@ function onControl(msg: ControlMsg, from: number): void {
   if (msg.type === 'remote_node_gone') users.nodeGone(msg.node); // and the owner's presence below
   if (isOwnerMsg(msg)) return owner.handle(msg, from);
   if (isHistoryOwnerMsg(msg)) return historyOwner.handle(msg, from);
+  if (isIdemMsg(msg)) return idempotency.handle(msg, from);
   if (isUserMsg(msg)) return users.handle(msg, from);
   switch (msg.type) {
     case 'watchlist':
@@ -293,6 +310,11 @@ registerRoutes(uws, {
   config, apps, publisher, directory, log: logOf('http'), metrics, limiter, cache,
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
   cacheUp: sharedCache ? () => sharedCache.isUp() : undefined,
+  idempotency: {
+    claim: (app, key) => bus.request(keyOwner(app, key, shards), { type: 'idem_claim', app, key }),
+    done: (app, key, status, body) => tellKeyOwner({ type: 'idem_done', app, key, status, body }),
+    release: (app, key) => tellKeyOwner({ type: 'idem_release', app, key }),
+  },
   history: {
     settings: historySettings,
     page: (app, channel, q) => bus.request(ownerOf(app, channel, shards), { type: 'hist_page', app, channel, ...q }),
@@ -311,6 +333,7 @@ const sweepTimer = setInterval(() => {
     historySweptAt = now;
     historyOwner.sweep();
     history.sweep();
+    idempotency.sweep();
   }
 }, 1000);
 
