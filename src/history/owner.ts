@@ -111,7 +111,7 @@ export function createHistoryOwner(deps: HistoryOwnerDeps): HistoryOwner {
       }
     },
     sweep() {
-      store.sweep(now(), deps.subscribed);
+      store.sweep(now(), (app, channel) => deps.subscribed(app, channel));
       const st = store.stats();
       deps.metrics.set('history_messages', undefined, st.messages);
       deps.metrics.set('history_bytes', undefined, st.bytes);

@@ -44,19 +44,18 @@ export async function getHistory(h: RestHistory, app: AppConfig, channel: string
   const rawLimit = params.get('limit') ?? '100';
   const limit = /^\d{1,4}$/.test(rawLimit) ? Number(rawLimit) : NaN;
   if (!(limit >= 1 && limit <= MAX_LIMIT)) return bad(`limit must be an integer from 1 to ${MAX_LIMIT}, got ${JSON.stringify(rawLimit.slice(0, 40))}`);
-  let direction = params.get('direction') ?? 'backwards';
+  const direction = params.get('direction') ?? 'backwards';
   if (direction !== 'backwards' && direction !== 'forwards') return bad(`direction must be backwards or forwards, got ${JSON.stringify(direction.slice(0, 40))}`);
   const after = serialParam(params, 'after_serial');
   if (after !== null && typeof after !== 'number') return after;
   const before = serialParam(params, 'before_serial');
   if (before !== null && typeof before !== 'number') return before;
-  let q = { limit, direction: direction as Cursor['d'], after: after ?? 0, before };
+  let q: { limit: number; direction: Cursor['d']; after: number; before: number | null } = { limit, direction, after: after ?? 0, before };
   let epoch: string | null = null;
   const rawCursor = params.get('cursor');
   if (rawCursor !== undefined) {
     const c = readCursor(rawCursor);
     if (c === null) return bad('cursor is not one this server gave (use next_cursor of a previous answer as is)');
-    direction = c.d;
     q = { limit, direction: c.d, after: c.a, before: c.b };
     epoch = c.e;
   }

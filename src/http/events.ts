@@ -265,14 +265,14 @@ function publishBatch(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): May
  */
 async function idempotentBatch(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): Promise<ApiResponse> {
   const idem = deps.idempotency!;
-  const claims = await Promise.all(events.map((ev) => (ev.key === null ? null : idem.claim(app.id, ev.key).catch(() => null))));
+  const claims = await Promise.all(events.map((ev) => (ev.key === null ? Promise.resolve(null) : idem.claim(app.id, ev.key).catch(() => null))));
   const claimed = events.filter((ev, i) => ev.key !== null && claims[i]?.state === 'new').map((ev) => ev.key!);
   const releaseAll = () => { for (const k of claimed) idem.release(app.id, k); };
   if (claims.some((c, i) => events[i].key !== null && (c === null || c.state === 'pending'))) {
     releaseAll();
     return claims.some((c) => c?.state === 'pending') ? jsonError(503, IN_PROGRESS) : jsonError(503, 'server busy: the idempotency window did not answer, retry later');
   }
-  const fresh = events.filter((_, i) => claims[i] === null || claims[i]!.state === 'new');
+  const fresh = events.filter((_, i) => claims[i] === null || claims[i].state === 'new');
   let res: ApiResponse;
   try {
     res = fresh.length === 0 ? { status: 200, body: { batch: [] } } : await publishBatch(deps, app, fresh);
