@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type PusherJS from 'pusher-js';
 import { APP, WORKERS, eventually, startServer } from '../helpers/server';
 import { connected, pusherJs } from '../helpers/pusher-js';
@@ -43,20 +43,24 @@ async function proxy(port: number) {
   };
 }
 
+/** A server keeping `size` messages of room-*, a proxy in front, a pusher-js client through it with the plug-in. */
+async function setup(t: Test, size: number) {
+  const srv = await startServer({ apps: [{ ...APP, channel_history: { 'room-*': { size, ttl: 120 } } as never }] });
+  const px = await proxy(srv.port);
+  t.teardown(async () => { await px.close(); await srv.stop(); });
+  const pusher: PusherJS = srv.track(pusherJs(px.port));
+  const failed: [string, { reason?: string }][] = [];
+  const recovery = load().withRecovery(pusher, { onFailed: (c, info) => failed.push([c, info]) });
+  await connected(pusher);
+  return { srv, px, sdk: srv.sdk(), pusher, failed, recovery };
+}
+
 const CHANNELS = ['room-1', 'room-2', 'room-3'];
 const BEFORE = 10;
 const DURING = 200;
 
 t.test(`withRecovery: a dropped TCP connection misses nothing (${WORKERS} workers)`, async (t) => {
-  const { withRecovery } = load();
-  const srv = await startServer({ apps: [{ ...APP, channel_history: { 'room-*': { size: 500, ttl: 120 } } as never }] });
-  const px = await proxy(srv.port);
-  t.teardown(async () => { await px.close(); await srv.stop(); });
-  const sdk = srv.sdk();
-  const pusher: PusherJS = srv.track(pusherJs(px.port));
-  const failed: string[] = [];
-  const recovery = withRecovery(pusher, { onFailed: (c) => failed.push(c) });
-  await connected(pusher);
+  const { px, sdk, pusher, failed, recovery } = await setup(t, 500);
   const got = new Map<string, number[]>(CHANNELS.map((c) => [c, []]));
   await Promise.all(CHANNELS.map((c) => new Promise<void>((resolve) => {
     const ch = pusher.subscribe(c);
@@ -89,15 +93,7 @@ t.test(`withRecovery: a dropped TCP connection misses nothing (${WORKERS} worker
 });
 
 t.test('withRecovery: a failed resume is reported (callback and channel event)', async (t) => {
-  const { withRecovery } = load();
-  const srv = await startServer({ apps: [{ ...APP, channel_history: { 'room-*': { size: 3, ttl: 120 } } as never }] });
-  const px = await proxy(srv.port);
-  t.teardown(async () => { await px.close(); await srv.stop(); });
-  const sdk = srv.sdk();
-  const pusher: PusherJS = srv.track(pusherJs(px.port));
-  const failed: [string, { reason?: string }][] = [];
-  const recovery = withRecovery(pusher, { onFailed: (c, info) => failed.push([c, info]) });
-  await connected(pusher);
+  const { px, sdk, pusher, failed, recovery } = await setup(t, 3);
   const ch = pusher.subscribe('room-x');
   const onChannel: unknown[] = [];
   ch.bind('ringcast:recovery_failed', (d: unknown) => onChannel.push(d));
