@@ -8,6 +8,7 @@ const HISTORY = {
   'hist-*': { size: 50, ttl: 60, rewind: 5 },
   'norewind-*': { size: 50, ttl: 60 },
   'small-*': { size: 3, ttl: 60 },
+  'presence-h-*': { size: 10, ttl: 60, rewind: 3 },
 };
 
 t.test('history channels', async (t) => {
@@ -76,6 +77,15 @@ t.test('history channels', async (t) => {
     t.same(got.map((f) => f.__serial), [last + 1, last + 2, last + 3, last + 4, last + 5]);
     const recIdx = b.frames.length; // the recovery frame came before every message (checked by order of arrival)
     t.ok(recIdx >= 0);
+  });
+
+  await t.test('presence: the rewind follows the member snapshot', async (t) => {
+    await publish('presence-h-1', 1, 5);
+    const c = srv.track(await RawClient.connect(srv.wsUrl()));
+    const ok = await c.subscribeAuthed('presence-h-1', { user_id: 'u1' });
+    t.equal(ok.event, 'pusher_internal:subscription_succeeded');
+    await upTo(c, 'presence-h-1', 5);
+    t.same(events(c, 'presence-h-1').map(iOf), [3, 4, 5]);
   });
 
   await t.test('failure reasons', async (t) => {

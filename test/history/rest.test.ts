@@ -3,6 +3,7 @@
 // next_cursor; bad queries and a channel without history answer 400 naming what is wrong.
 import t from 'tap';
 import { APP, startServer } from '../helpers/server';
+import { signedGet } from '../helpers/http';
 
 interface Page { epoch: string; items: { serial: number; event: string; data: string; time_ms: number }[]; next_cursor: string | null }
 
@@ -60,4 +61,20 @@ t.test('REST history', async (t) => {
     t.equal(r.status, 400, JSON.stringify(params));
     t.match(r.body, { error: rx });
   }
+});
+
+t.test('REST history is rate-limited like the other channel routes', async (t) => {
+  const srv = await startServer({ apps: [{ ...APP, max_client_events_per_second: 2, channel_history: { 'log-*': { size: 10, ttl: 60 } } as never }] });
+  t.teardown(() => srv.stop());
+  const statuses: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    const r = await signedGet(srv.port, APP, 'channels/log-a/history');
+    statuses.push(r.status);
+    if (r.status === 429) {
+      t.ok(r.headers['retry-after'], 'Retry-After');
+      t.equal(r.headers['x-ratelimit-limit'], '2');
+    }
+  }
+  t.same(statuses.slice(0, 2), [200, 200]);
+  t.ok(statuses.slice(2).includes(429), `the bucket of 2 runs out: ${statuses.join(', ')}`);
 });
