@@ -5,10 +5,44 @@
 //
 // - protocol/, bus/, config/ and filter/ are the pure core: they import nothing of ours
 //   outside those four folders, and from each other only types.
-// - primary/, shard/ and main.ts are the wiring: only main.ts, cli.ts, primary/ and shard/ import
-//   them (tests and benchmarks may; they are not checked here).
+// - every other folder sits in a layer (LAYERS) and imports only downwards; no import cycle,
+//   type-only ones included. Tests and benchmarks are not checked here.
 
 const CORE = '^src/(protocol|bus|config|filter)/';
+
+// Every file of src/ sits in one layer (docs/architecture.md, "Source layout"); a file
+// imports only from its own layer's folders or from layers below it. A folder that is in
+// no layer fails the check, so a new folder must be placed before it can land.
+const LAYERS = [
+  ['main.ts', 'cli.ts', 'check-config.ts'],
+  ['primary/'],
+  ['shard/'],
+  ['ws/', 'http/'],
+  ['history/'],
+  ['console/'],
+  ['webhooks/'],
+  ['delta/'],
+  ['adapter/'],
+  ['channels/'],
+  ['ratelimit/'],
+  ['metrics/'],
+  ['listeners/'],
+  ['redis/'],
+  ['apps/'],
+  ['log.ts', 'thread-name.ts', 'runtime.ts'],
+  ['protocol/', 'bus/', 'config/', 'filter/'],
+];
+const esc = (s) => s.replace(/\./g, '\\.');
+const pathOf = (layer) => `^src/(${layer.map((f) => esc(f) + (f.endsWith('/') ? '' : '$')).join('|')})`;
+
+// (the core, the last layer, has the stricter rules below)
+const layerRules = LAYERS.slice(1, -1).map((layer, i) => ({
+  name: 'imports-go-down',
+  comment: `${layer.join(', ')} import nothing from the layers above them`,
+  severity: 'error',
+  from: { path: pathOf(layer) },
+  to: { path: pathOf(LAYERS.slice(0, i + 1).flat()) },
+}));
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -28,12 +62,20 @@ module.exports = {
       // $1: the importing file's own folder, where value imports are fine
       to: { path: CORE, pathNot: '^src/$1/', dependencyTypesNot: ['type-only'] },
     },
+    ...layerRules,
     {
-      name: 'nothing-imports-the-wiring',
-      comment: 'only main.ts, cli.ts, primary/ and shard/ import shard/ or main.ts',
+      name: 'every-folder-has-a-layer',
+      comment: 'a file of src/ outside every layer of .dependency-cruiser.cjs: add its folder to LAYERS',
       severity: 'error',
-      from: { path: '^src/', pathNot: '^src/(main\\.ts|cli\\.ts|primary/|shard/)' },
-      to: { path: '^src/(shard/|main\\.ts$)' },
+      from: { path: '^src/', pathNot: pathOf(LAYERS.flat()) },
+      to: {},
+    },
+    {
+      name: 'no-circular',
+      comment: 'no import cycle, type-only ones included',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
     },
   ],
   options: {

@@ -47,9 +47,10 @@ test-1: build deps
 test-4: build deps
 	TEST_CHECKS=0 TEST_WORKER_MODES=4 ./scripts/test.sh
 
-# The whole comparison: ceiling, soketi 1.6.1, ringcast workers 1 and 2; medians of 3 (< 20 min).
+# The whole comparison: ceiling, soketi 1.6.1, ringcast workers 1 and 2; medians of 3 (< 20 min);
+# the table on stdout and the chart in docs/benchmarks.svg.
 bench: build bench-deps
-	$(NODE) dist/bench/run.js --max-minutes 18
+	$(NODE) dist/bench/run.js --max-minutes 18 --chart docs/benchmarks.svg
 
 bench-smoke: build bench-deps
 	$(NODE) dist/bench/run.js --runs 1 --duration 2 --warmup 0.5 --conns 50

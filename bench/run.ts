@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_SOCKETS_PER_PROC, openFilesLimit } from './harness/load';
 import { killAllNow, liveCount } from './harness/procs';
+import { svgChart } from './harness/chart';
 import { jsonLine, markdownTable, summarise, type TargetSummary } from './harness/report';
 import { SCENARIOS, type BenchOptions, type Result, type Scenario } from './harness/scenarios';
 import { freePort, type RunningTarget, type TargetDef } from './harness/target';
@@ -56,6 +57,7 @@ const USAGE = `Usage: node dist/bench/run.js [options]
   --connect-concurrency N WebSocket upgrades in flight per generator process          [256]
   --max-minutes M         start no new run after M minutes (runs left are reported as skipped) [18]
   --json FILE             also append the JSON lines to FILE
+  --chart FILE            write the SVG chart of the medians to FILE (make bench: docs/benchmarks.svg) [none]
   --help
 
 Short smoke run:  node dist/bench/run.js --runs 1 --duration 2 --warmup 0.5 --conns 50`;
@@ -66,6 +68,7 @@ interface Cli {
   opts: BenchOptions;
   maxMinutes: number;
   jsonFile: string | null;
+  chartFile: string | null;
 }
 
 function parseArgs(argv: string[]): Cli {
@@ -88,7 +91,7 @@ function parseArgs(argv: string[]): Cli {
   const known = new Set(['scenarios', 'targets', 'runs', 'duration', 'fanout-duration', 'latency-duration', 'channels-duration',
     'api-duration', 'warmup', 'conns', 'fanout-subs', 'latency-subs', 'rate', 'channels-conns', 'channels-per-conn',
     'idle-conns', 'idle-spread', 'api-conns', 'pipeline', 'pub-procs', 'payload', 'gen-procs', 'src-addrs', 'src-base',
-    'connect-concurrency', 'max-minutes', 'json', 'sockets-per-proc', 'publisher', 'wrk-threads', 'wrk-pool']);
+    'connect-concurrency', 'max-minutes', 'json', 'chart', 'sockets-per-proc', 'publisher', 'wrk-threads', 'wrk-pool']);
   for (const k of kv.keys()) if (!known.has(k)) throw new Error(`unknown option --${k} (see --help)`);
   const num = (k: string, def: number, min = 0): number => {
     const v = kv.get(k);
@@ -170,7 +173,8 @@ function parseArgs(argv: string[]): Cli {
     wrkThreads: int('wrk-threads', 1, 1),
     wrkPool: int('wrk-pool', 10_000, 1),
   };
-  return { scenarios, targets, opts, maxMinutes: num('max-minutes', 18, 0.1), jsonFile: kv.get('json') ?? null };
+  return { scenarios, targets, opts, maxMinutes: num('max-minutes', 18, 0.1), jsonFile: kv.get('json') ?? null,
+    chartFile: kv.get('chart') ?? null };
 }
 
 const started = Date.now();
@@ -325,7 +329,13 @@ async function main(): Promise<number> {
       (o.publisher === 'wrk' ? ` (api and channels: wrk, ${o.wrkThreads} thread(s), pre-signed pool)` : ' (Node publisher everywhere)'),
     `warm-up ${o.warmupS} s`,
   ].join('; ');
+  const machine = `${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}`;
   process.stdout.write(`\n${setup}; ${os.cpus().length} cores, node ${process.version}\n\n` + markdownTable(scenarios, summaries, targets) + '\n');
+  if (cli.chartFile) {
+    fs.mkdirSync(path.dirname(cli.chartFile), { recursive: true });
+    fs.writeFileSync(cli.chartFile, svgChart(scenarios, summaries, targets, `${machine}; ${new Date().toISOString().slice(0, 10)}; medians of ${o.runs} run(s)`));
+    log(`chart written to ${cli.chartFile}`);
+  }
   log(`done in ${((Date.now() - started) / 60_000).toFixed(1)} min; processes left: ${liveCount()}`);
   if (!anyError) fs.rmSync(tmpDir, { recursive: true, force: true });
   else log(`server logs kept in ${tmpDir}`);

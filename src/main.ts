@@ -31,6 +31,7 @@ import { freePort, spawnShard, stopShards, type ShardHandle } from './primary/sp
 import { createReloader, type ReloadResult } from './primary/reloader';
 import { openConsole } from './primary/console';
 import { startPrimaryCluster } from './primary/cluster';
+import { StartedResources } from './primary/resources';
 import { superviseShards, type ShardBase, type Started } from './primary/supervisor';
 import { appsWithWebhooks, startWebhookService, type WebhookService } from './webhooks/service';
 import { spawnSequencer } from './delta/spawn';
@@ -173,82 +174,75 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   /** The primary's own metrics (e.g. shard_restarts_total); null when metrics are off. */
   const primaryMetrics = config.metrics.enabled ? new PromMetrics(config.metrics.prefix) : null;
   // Webhooks are sent from this thread; a redis queue must answer now (WebhookQueueUnavailable if not).
+  const resources = new StartedResources(log);
   const webhooks = appsWithWebhooks(config) ? await startWebhookService(config, log, primaryMetrics ?? noMetrics) : null;
+  if (webhooks) resources.add('webhook service', () => webhooks.stop(0));
+  /** A step that failed: everything started before it stops, then the error goes up. */
+  const rollback = async (err: unknown): Promise<never> => {
+    await resources.closeAll();
+    throw err;
+  };
   const attempts = config.port === 0 ? 5 : 1;
   // Test hooks (e.g. crashing a shard on demand) exist only when the environment asks at start.
   const testHooks = process.env.RINGCAST_TEST_HOOKS === '1';
   // uWS's listen_unix would unlink a live socket of another server: check the path first.
   const unixProblem = config.unix_socket.enabled ? await prepareUnixSocket(config.unix_socket) : null;
-  if (unixProblem) throw new ListenError(unixProblem);
+  if (unixProblem) return rollback(new ListenError(unixProblem));
   for (let i = 0; i < attempts; i++) {
     const port = config.port === 0 ? await freePort(config.host) : config.port;
     // A cluster adapter needs every local publish on the primary (channels/bridge.ts).
     const transport = createTransport(config);
-    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks);
-    if (!started) continue;
+    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks)
+      .catch(async (err: unknown) => {
+        await transport?.close().catch(() => undefined);
+        return rollback(err);
+      });
+    if (!started) {
+      await transport?.close().catch(() => undefined);
+      continue;
+    }
+    resources.add('shards', async () => {
+      await stopShards(started.handles, config.shutdown_grace_period, log);
+      await started.sequencer?.stop(config.shutdown_grace_period);
+      started.bus.stop();
+    });
     let cluster: ClusterNode | null = null;
     let deltaLocal: DeltaLocal | null = null; // cluster_coordination (delta/coord.ts)
     if (transport) {
-      try {
-        const pc = await startPrimaryCluster({
-          config, transport, bus: started.bus, bridge: started.endpoint, base: started.base, log, metrics: primaryMetrics ?? noMetrics, webhooks,
-        });
-        cluster = pc.node;
-        started.control.handler = pc.control;
-        started.control.renewed = pc.renewed;
-        deltaLocal = pc.deltaLocal;
-      } catch (err) {
-        await transport.close().catch(() => undefined);
-        await stopShards(started.handles, config.shutdown_grace_period, log);
-        started.bus.stop();
-        throw err;
-      }
+      resources.add('cluster transport', () => transport.close());
+      const pc = await startPrimaryCluster({
+        config, transport, bus: started.bus, bridge: started.endpoint, base: started.base, log, metrics: primaryMetrics ?? noMetrics, webhooks,
+      }).catch(rollback);
+      cluster = pc.node;
+      resources.add('cluster node', () => pc.node.stop());
+      started.control.handler = pc.control;
+      started.control.renewed = pc.renewed;
+      deltaLocal = pc.deltaLocal;
     }
     let metricsServer: MetricsServer | null = null;
     if (primaryMetrics) {
       const m = config.metrics;
-      try {
-        metricsServer = await startMetricsServer({
-          host: m.host, port: m.port, prefix: m.prefix, log,
-          primary: primaryMetrics,
-          shards: () => started.handles.map((h) => h.worker),
-        });
-      } catch (err) {
-        await cluster?.stop();
-        await stopShards(started.handles, config.shutdown_grace_period, log);
-        started.bus.stop();
-        await webhooks?.stop(0);
-        throw new ListenError(`could not listen on ${m.host}:${m.port} for metrics: ${(err as Error).message}`);
-      }
+      metricsServer = await startMetricsServer({
+        host: m.host, port: m.port, prefix: m.prefix, log,
+        primary: primaryMetrics,
+        shards: () => started.handles.map((h) => h.worker),
+      }).catch((err: unknown) => rollback(new ListenError(`could not listen on ${m.host}:${m.port} for metrics: ${(err as Error).message}`)));
+      resources.add('metrics listener', () => metricsServer?.close());
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
     }
     const reloader = createReloader(config, started.base, () => started.handles, slotCapacity(config.apps.length), log);
     let consoleServer: ConsoleServer | null = null;
     if (config.console.enabled) {
       const cc = config.console;
-      try {
-        consoleServer = await openConsole({ config, base: started.base, bus: started.bus, handles: () => started.handles, reloader, log, endpoint: withDeltaLocal(started.endpoint, deltaLocal) });
-      } catch (err) {
-        await metricsServer?.close();
-        await cluster?.stop();
-        await stopShards(started.handles, config.shutdown_grace_period, log);
-        started.bus.stop();
-        throw new ListenError(`could not start the console on ${cc.host}:${cc.port}: ${(err as Error).message}`);
-      }
+      consoleServer = await openConsole({ config, base: started.base, bus: started.bus, handles: () => started.handles, reloader, log, endpoint: withDeltaLocal(started.endpoint, deltaLocal) })
+        .catch((err: unknown) => rollback(new ListenError(`could not start the console on ${cc.host}:${cc.port}: ${(err as Error).message}`)));
+      resources.add('console', () => consoleServer?.close());
       log.info({ host: cc.host, port: consoleServer.port }, 'live console listening');
     }
     let redirect: RedirectServer | null = null;
     if (config.ssl.redirect_http) {
-      try {
-        redirect = await startRedirectServer(config, port);
-      } catch (err) {
-        await metricsServer?.close();
-        await cluster?.stop();
-        await stopShards(started.handles, config.shutdown_grace_period, log);
-        started.bus.stop();
-        await consoleServer?.close();
-        throw new ListenError(`could not listen on ${config.host}:${config.ssl.http_port} for the HTTP→HTTPS redirect: ${(err as Error).message}`);
-      }
+      redirect = await startRedirectServer(config, port)
+        .catch((err: unknown) => rollback(new ListenError(`could not listen on ${config.host}:${config.ssl.http_port} for the HTTP→HTTPS redirect: ${(err as Error).message}`)));
     }
     log.info({ ...startupSummary(config, { port, metricsPort: metricsServer?.port ?? null, redirectPort: redirect?.port ?? null }), node: cluster?.id }, 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
@@ -318,6 +312,5 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     }
     return server;
   }
-  await webhooks?.stop(0);
-  throw new ListenError(`could not listen on ${config.host}:${config.port}`);
+  return rollback(new ListenError(`could not listen on ${config.host}:${config.port}`));
 }

@@ -44,7 +44,7 @@ export function jsonLine(s: TargetSummary): string {
   return JSON.stringify(s, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? null : v));
 }
 
-function fmt(v: number | undefined, unit: MetricDef['unit']): string {
+export function fmt(v: number | undefined, unit: MetricDef['unit']): string {
   if (v === undefined || !Number.isFinite(v)) return '–';
   switch (unit) {
     case 'rate':

@@ -12,13 +12,10 @@
 // While Redis is down a publish is refused at once (no offline queue): the message is
 // dropped and counted by the cluster, and local delivery goes on untouched.
 
-import { Cluster, Redis } from 'ioredis';
-import type { Config, RedisConfig } from '../config/types';
-import { redisTarget, redisWhere } from '../config/redis';
+import type { Cluster, Redis } from 'ioredis';
+import type { RedisConfig } from '../config/types';
+import { redisClient, redisClusterClient, redisClusterWhere, redisWhere, type RedisClusterConfig } from '../redis/client';
 import { StateCell, withTimeout, type Transport, type TransportName } from './transport';
-
-const CONNECT_TIMEOUT_MS = 2000;
-const retryDelay = (times: number): number => Math.min(50 * times, 1000);
 
 type Client = Redis | Cluster;
 
@@ -89,82 +86,14 @@ class RedisTransport implements Transport {
   }
 }
 
-/**
- * How a Redis client of ringcast behaves, whatever it is for (the adapter's two
- * connections, the cache driver's, channels/shared-cache.ts): `queue` lets commands wait
- * for a connection (a subscriber's SUBSCRIBE must); without it a command while
- * disconnected fails at once, and so does a retry (maxRetriesPerRequest 0).
- */
-export interface RedisRole {
-  /** CLIENT SETNAME: `ringcast-<name>`. */
-  name: string;
-  queue: boolean;
-  /** ms a command may take before it fails (a hung server); none when absent. */
-  commandTimeoutMs?: number;
-}
-
-/** A client for one Redis or a Sentinel-managed master, from `database.redis`. */
-export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
-  return new Redis({
-    ...redisTarget(cfg),
-    enableOfflineQueue: role.queue,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    ...(role.commandTimeoutMs ? { commandTimeout: role.commandTimeoutMs } : {}),
-    maxRetriesPerRequest: role.queue ? null : 0,
-    retryStrategy: retryDelay,
-    connectionName: `ringcast-${role.name}`,
-  });
-}
-
-/** A Redis Cluster client from `database.redis_cluster`; `sharded`: it subscribes with SSUBSCRIBE. */
-export function redisClusterClient(cfg: Config['database']['redis_cluster'], role: RedisRole & { sharded?: boolean }): Cluster {
-  return new Cluster(cfg.nodes, {
-    enableOfflineQueue: role.queue,
-    shardedSubscribers: role.sharded === true,
-    clusterRetryStrategy: retryDelay,
-    slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
-    redisOptions: {
-      username: cfg.username ?? undefined,
-      password: cfg.password ?? undefined,
-      connectTimeout: CONNECT_TIMEOUT_MS,
-      ...(role.commandTimeoutMs ? { commandTimeout: role.commandTimeoutMs } : {}),
-      maxRetriesPerRequest: role.queue ? null : 0,
-      connectionName: `ringcast-${role.name}`,
-    },
-  });
-}
-
-/**
- * Resolves once an ioredis client is connected; rejects with `unreachable()` after
- * timeoutMs (the rate limiter's and the shared cache's startup wait).
- */
-export function whenReady(client: Redis | Cluster, timeoutMs: number, unreachable: () => Error): Promise<void> {
-  if (client.status === 'ready') return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const onReady = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    const timer = setTimeout(() => {
-      client.off('ready', onReady);
-      reject(unreachable());
-    }, timeoutMs);
-    client.once('ready', onReady);
-  });
-}
-
 export function createRedisTransport(cfg: RedisConfig): Transport {
   // the subscriber must queue its SUBSCRIBE until connected; the publisher never queues
   return new RedisTransport('redis', redisWhere(cfg),
-    redisClient(cfg, { name: 'adapter-pub', queue: false }), redisClient(cfg, { name: 'adapter-sub', queue: true }));
+    redisClient(cfg, { name: 'adapter-pub', queue: false }), redisClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null }));
 }
 
-export function redisClusterWhere(cfg: Config['database']['redis_cluster']): string {
-  return `cluster ${cfg.nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
-}
-
-export function createRedisClusterTransport(cfg: Config['database']['redis_cluster']): Transport {
+export function createRedisClusterTransport(cfg: RedisClusterConfig): Transport {
   return new RedisTransport('redis-cluster', redisClusterWhere(cfg),
     redisClusterClient(cfg, { name: 'adapter-pub', queue: false }),
-    redisClusterClient(cfg, { name: 'adapter-sub', queue: true, sharded: true }), true);
+    redisClusterClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null, sharded: true }), true);
 }

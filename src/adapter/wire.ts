@@ -5,7 +5,7 @@
 //   control:  [u8 2][JSON NodeMsg]
 
 import { decodePublish, encodePublish, type PublishFrame } from '../bus/messages';
-import { Force, forceOf } from '../delta/wire';
+import { Force, forceOf } from '../bus/delta-input';
 
 export const Kind = { Publish: 1, Control: 2 } as const;
 

@@ -16,7 +16,7 @@
 
 import type { Logger } from 'pino';
 import type { PublishFrame } from '../bus/messages';
-import { Force, forceOf } from '../delta/wire';
+import { Force, forceOf } from '../bus/delta-input';
 import type { CacheChannels } from './cache';
 import { Interest } from './interest';
 import { createPublisher, type OutboundStage, type Outgoing, type PipelineBus } from './publisher';

@@ -37,7 +37,7 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { redisClient, redisClusterClient, redisClusterWhere, whenReady } from '../adapter/redis';
+import { redisClient, redisClusterClient, redisClusterWhere, whenReady } from '../redis/client';
 import { redisWhere } from '../config/redis';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';

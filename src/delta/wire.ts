@@ -18,31 +18,7 @@
 
 import type { Algo } from './settings';
 
-/** First byte of a message a delta-route stage writes to the sequencer. */
-export const Force = { None: 0, Delta: 1, Full: 2 } as const;
-export type Force = (typeof Force)[keyof typeof Force];
-
-/** Flag on the first byte: a stream position (f64 LE) follows (cluster_coordination). */
-export const STAMPED = 0x80;
-
-/** The sequencer's input with a cluster-wide stream position (position < 0: none, decided locally). */
-export function stampedInput(force: number, position: number, envelope: string): Uint8Array {
-  if (position < 0) {
-    const out = Buffer.allocUnsafe(1 + Buffer.byteLength(envelope));
-    out[0] = force;
-    out.write(envelope, 1, 'utf8');
-    return out;
-  }
-  const out = Buffer.allocUnsafe(9 + Buffer.byteLength(envelope));
-  out[0] = force | STAMPED;
-  out.writeDoubleLE(position, 1);
-  out.write(envelope, 9, 'utf8');
-  return out;
-}
-
-export function forceOf(delta: boolean | undefined): Force {
-  return delta === true ? Force.Delta : delta === false ? Force.Full : Force.None;
-}
+export { Force, forceOf, STAMPED, stampedInput } from '../bus/delta-input';
 
 /** The envelope as a delta socket receives it in full. */
 export function fullMessage(envelope: string, seq: number, conflationValue: string | null): string {

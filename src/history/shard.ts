@@ -25,10 +25,23 @@ import { metersFor } from '../metrics/meters';
 import type { MetricsSink } from '../metrics/types';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
-import type { Socket, SocketData, Subscription } from '../ws/types';
-import { sendFrame } from '../ws/send';
 import type { HistFrame } from './owner';
 import type { HistorySettings } from './settings';
+
+/** What this file needs of a WebSocket (ws/types.ts Socket; history/ sits below ws/). */
+export interface HistorySocket {
+  getUserData(): { closed: boolean };
+  isSubscribed(topic: string): boolean;
+  publish(topic: string, message: string | Uint8Array, isBinary: boolean): boolean;
+  send(message: string, isBinary: boolean): number;
+  subscribe(topic: string): boolean;
+  unsubscribe(topic: string): boolean;
+  cork(cb: () => void): unknown;
+}
+type Socket = HistorySocket;
+/** A socket's state and subscription record, as far as history needs them (ws/types.ts). */
+type SocketData = { closed: boolean; channels: ReadonlyMap<string, unknown> };
+type Subscription = { history?: { serial: boolean } };
 
 /** A subscribe's `recover`, checked: absent, positions only, a resume position, or refused. */
 export type Recover =
@@ -101,6 +114,12 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
 
   function recoveryFrame(channel: string, data: { epoch: string; serial: number; recovered: boolean; missed: number; reason?: string; error?: string }): string {
     return frame(deps.out(Ev.Recovery), data, channel);
+  }
+
+  /** ws/send.ts sendFrame: counted as sent. */
+  function sendFrame(_m: unknown, ws: Socket, appId: string, event: string, text: string): void {
+    const status = ws.send(text, false);
+    if (meters.enabled) meters.sent(appId, event, status, Buffer.byteLength(text));
   }
 
   function result(app: string, r: string): void {

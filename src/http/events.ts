@@ -57,7 +57,9 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
     return jsonError(413, `${where}data is ${size} bytes, more than the ${app.max_event_payload_in_kb} KB allowed`);
   }
   let channels: string[];
-  if (ev.channels !== undefined) {
+  if (ev.channels !== undefined && ev.channel !== undefined) {
+    return jsonError(400, `${where}give channel or channels, not both`);
+  } else if (ev.channels !== undefined) {
     if (!Array.isArray(ev.channels) || ev.channels.length === 0) return jsonError(400, `${where}channels must be a non-empty array of channel names`);
     channels = ev.channels as string[];
   } else if (ev.channel !== undefined) {

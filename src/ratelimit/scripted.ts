@@ -12,16 +12,12 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { whenReady } from '../adapter/redis';
+import { whenReady } from '../redis/client';
 import type { RateLimiterDriver } from '../config/types';
 import { RateLimiterUnavailable, type Decision, type RateLimiter } from './types';
 
 /** ms a Redis command may take before the request gets 503. */
 export const COMMAND_TIMEOUT_MS = 1000;
-/** ms to open a TCP connection to Redis. */
-export const CONNECT_TIMEOUT_MS = 2000;
-/** Reconnect delay: 50 ms, 100 ms, … capped at 1 s (recovery is quick once Redis is back). */
-export const retryDelay = (times: number): number => Math.min(50 * times, 1000);
 
 interface Script { text: string; sha: string }
 

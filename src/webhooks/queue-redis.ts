@@ -22,10 +22,10 @@
 // clients: one for commands, one blocked in BLMOVE.
 
 import { randomBytes } from 'node:crypto';
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisConfig } from '../config/types';
-import { redisTarget } from '../config/redis';
+import { redisClient } from '../redis/client';
 import type { MetricsSink } from '../metrics/types';
 import type { Deliverer } from './deliver';
 import type { WebhookQueue } from './queue';
@@ -52,16 +52,6 @@ while redis.call('LMOVE', KEYS[1], KEYS[3], 'RIGHT', 'LEFT') do n = n + 1 end
 redis.call('SREM', KEYS[4], ARGV[1])
 return n`;
 
-export function redisOptions(cfg: RedisConfig, name: string): RedisOptions {
-  return {
-    ...redisTarget(cfg),
-    connectTimeout: 2000,
-    maxRetriesPerRequest: null, // commands wait for a reconnect rather than fail
-    retryStrategy: (times) => Math.min(50 * times, 1000),
-    connectionName: name,
-    lazyConnect: true,
-  };
-}
 
 interface Reclaimer {
   ringcastReclaim(list: string, lease: string, pending: string, consumers: string, consumer: string): Promise<number>;
@@ -97,8 +87,8 @@ export class RedisQueue implements WebhookQueue {
     private readonly metrics: MetricsSink,
     private readonly log: Logger,
   ) {
-    this.cmd = new Redis(redisOptions(cfg, 'ringcast-webhooks'));
-    this.block = new Redis(redisOptions(cfg, 'ringcast-webhooks-consumer'));
+    this.cmd = redisClient(cfg, { name: 'webhooks', queue: true, lazy: true, commandTimeoutMs: null });
+    this.block = redisClient(cfg, { name: 'webhooks-consumer', queue: true, lazy: true, commandTimeoutMs: null });
     for (const c of [this.cmd, this.block]) c.on('error', (err: Error) => log.warn({ err: err.message }, 'webhook queue: redis error'));
     this.prefix = cfg.key_prefix;
     this.pending = `${cfg.key_prefix}webhooks:pending`;

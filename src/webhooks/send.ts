@@ -7,6 +7,9 @@ import type { Config } from '../config/types';
 import { webhookSignature } from '../protocol/hmac';
 import { TimeoutError, type HttpPoster } from './http';
 import type { LambdaInvoker } from './lambda';
+import { RETRY_STATUSES, type Outcome } from './outcome';
+
+export { RETRY_STATUSES, type Outcome };
 
 /** A request ready to send: the body is signed as is. */
 export interface Job {
@@ -18,11 +21,6 @@ export interface Job {
   events: string[];
 }
 
-export type Outcome =
-  | { ok: true; status: number }
-  | { ok: false; retry: boolean; reason: 'status' | 'network' | 'timeout' | 'config'; status?: number; error?: string };
-
-export const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
 
 /** Wait before retry n (1-based): initial × 2^(n-1), capped (1, 2, 4 s by default). */
 export function retryDelay(n: number, retry: Config['webhooks']['retry']): number {

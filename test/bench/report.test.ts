@@ -1,6 +1,7 @@
 // The benchmark report's ratios (bench/harness/report.ts): per round, then the median.
 
 import t from 'tap';
+import { svgChart } from '../../bench/harness/chart';
 import { markdownTable, roundRatio, summarise } from '../../bench/harness/report';
 import type { Scenario } from '../../bench/harness/scenarios';
 
@@ -32,4 +33,24 @@ t.test('a round one side missed is left out; no common round gives –', async (
   t.ok(Number.isNaN(roundRatio(rc, undefined, 'rate')));
   const table = markdownTable([sc], [lone, rc], [{ name: 'ceiling', label: 'ceiling' }, { name: 'ringcast-1', label: 'rc' }]);
   t.match(table, /\| – \(7\.00×\) \|/, 'the ratio of medians is still shown');
+});
+
+t.test('the SVG chart: one bar per target, the best one full length, values labelled', async (t) => {
+  const lat = {
+    id: 'latency', title: 'latency', metrics: [{ key: 'p50', label: 'p50 <b>', better: 'lower', unit: 'ms' }],
+    budgetMs: () => 0, run: async () => ({}),
+  } as unknown as Scenario;
+  const targets = [{ name: 'ceiling', label: 'ceiling' }, { name: 'soketi', label: 'soketi' }, { name: 'ringcast-1', label: 'ringcast ×1' }];
+  const one = (s: Scenario, name: string, v: Record<string, number>) => summarise(s, targets.find((x) => x.name === name)!, [{ round: 1, result: v }], []);
+  const svg = svgChart([sc, lat], [
+    one(sc, 'ceiling', { rate: 200 }), one(sc, 'soketi', { rate: 50 }), one(sc, 'ringcast-1', { rate: 100 }),
+    one(lat, 'ceiling', { p50: 2 }), one(lat, 'soketi', { p50: 8 }), one(lat, 'ringcast-1', { p50: NaN }),
+  ], targets, '2 × test cpu, node v20');
+  const widths = [...svg.matchAll(/<rect x="\d+" y="\d+" width="(\d+)"/g)].map((m) => Number(m[1]));
+  // api: 200, 50, 100 of 200 → 420, 105, 210; latency (lower is better): 2 → 420, 8 → 105; NaN: no bar
+  t.same(widths, [420, 105, 210, 420, 105]);
+  t.match(svg, /2 × test cpu, node v20/, 'the machine line');
+  t.match(svg, /p50 &lt;b&gt; \(lower is better\)/, 'labels are escaped');
+  t.match(svg, />200 \/s</, 'the value next to its bar');
+  t.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
 });

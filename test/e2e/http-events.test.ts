@@ -289,6 +289,10 @@ t.test('POST /events', async (t) => {
     isError(t, await signedPost(srv, 'batch_events', { batch: [item(1), { name: 'client-x', channel: 'v', data: 'd' }] }), 400, /client-/, 'client- name inside a batch');
     isError(t, await signedPost(srv, 'batch_events', { batch: [item(1), { name: 'x', data: 'd' }] }), 400, /channel/, 'batch item without channel');
     isError(t, await signedPost(srv, 'batch_events', { events: [item(1)] }), 400, /batch/, 'no batch array');
+    // both channel and channels: refused naming the item, not silently reduced to one of them
+    isError(t, await signedPost(srv, 'batch_events', { batch: [item(1), { name: 'x', channel: 'v', channels: ['v', 'w'], data: 'd' }] }), 400,
+      /batch\[1\].*channel or channels, not both/, 'batch item with both channel and channels');
+    isError(t, await signedPost(srv, 'events', { name: 'x', channel: 'v', channels: ['w'], data: 'd' }), 400, /channel or channels, not both/, 'event with both');
     isError(t, await signedPost(srv, 'batch_events', { batch: [item(1), 'nope'] }), 400, /object|batch/, 'batch item not an object');
 
     isError(t, await signedPost(srv, 'events', '{"name":"e",'), 400, /JSON/, 'invalid JSON');

@@ -341,3 +341,28 @@ t.test('server with websocket.max_payload_kb 1', async (t) => {
     await stopped;
   });
 });
+
+// The app's max_message_size_kb applies within the server-wide max_payload_kb: one app may
+// allow less than the server does, and only its connections are held to it.
+t.test('per-app max_message_size_kb', async (t) => {
+  const SMALL = { id: 'small-id', key: 'small-key', secret: 'small-secret', max_message_size_kb: 1 };
+  const srv = await startServer({ websocket: { max_payload_kb: 8 }, apps: [{ ...APP }, SMALL] });
+  t.teardown(() => srv.stop());
+  const frameOf = (n: number) => {
+    const empty = JSON.stringify({ event: 'pusher:ping', data: { pad: '' } });
+    return JSON.stringify({ event: 'pusher:ping', data: { pad: 'x'.repeat(n - empty.length) } });
+  };
+  const keep = scope(t);
+  const small = keep(await RawClient.connect(srv.wsUrl(SMALL.key)));
+  small.send(frameOf(1024));
+  await small.event('pusher:pong');
+  t.pass('a frame of exactly the app\'s limit is handled');
+  const over = keep(await RawClient.connect(srv.wsUrl(SMALL.key)));
+  over.send(frameOf(1025));
+  t.equal(await over.closed(), 1009, 'one byte over the app\'s 1 KB closes with 1009');
+  const other = keep(await RawClient.connect(srv.wsUrl()));
+  other.send(frameOf(4096));
+  await other.event('pusher:pong');
+  t.pass('another app\'s connection may send 4 KB (server limit 8 KB, its own default)');
+  t.ok(await alive(small), 'the small app\'s other connection is unaffected');
+});

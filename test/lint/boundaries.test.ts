@@ -22,7 +22,8 @@ const ALLOWED: Record<string, string> = {
   'src/bus/b2.ts': "import { B } from './b';\nexport const B2 = B;\n",
   'src/filter/f.ts': "import type { C } from '../config/c';\nexport type F = C;\n",
   'src/ws/w.ts': "import { B2 } from '../bus/b2';\nexport const W = B2;\n",
-  'src/shard/s.ts': "import { W } from '../ws/w';\nimport type { M } from '../main';\nexport const S: M = W;\n",
+  'src/channels/ch.ts': "import { B2 } from '../bus/b2';\nexport const CH = B2;\n",
+  'src/shard/s.ts': "import { W } from '../ws/w';\nexport const S = W;\n",
   'src/main.ts': "import { S } from './shard/s';\nexport type M = number;\nexport const M0 = S;\n",
   'src/cli.ts': "import { M0 } from './main';\nexport const CLI = M0;\n",
 };
@@ -34,8 +35,12 @@ const FORBIDDEN: Record<string, [file: string, source: string]> = {
   'core-imports-only-core: src/filter/bad.ts → src/ws/w.ts': ['src/filter/bad.ts', "import type { W } from '../ws/w';\nexport type X = typeof W;\n"],
   'core-shares-only-types: src/config/bad.ts → src/protocol/p.ts': ['src/config/bad.ts', "import { P } from '../protocol/p';\nexport const X = P;\n"],
   'core-shares-only-types: src/filter/bad2.ts → src/bus/b.ts': ['src/filter/bad2.ts', "import { B } from '../bus/b';\nexport const X = B;\n"],
-  'nothing-imports-the-wiring: src/ws/bad.ts → src/shard/s.ts': ['src/ws/bad.ts', "import { S } from '../shard/s';\nexport const X = S;\n"],
-  'nothing-imports-the-wiring: src/http/bad.ts → src/main.ts': ['src/http/bad.ts', "import type { M } from '../main';\nexport type X = M;\n"],
+  'imports-go-down: src/ws/bad.ts → src/shard/s.ts': ['src/ws/bad.ts', "import { S } from '../shard/s';\nexport const X = S;\n"],
+  'imports-go-down: src/http/bad.ts → src/main.ts': ['src/http/bad.ts', "import type { M } from '../main';\nexport type X = M;\n"],
+  // every folder, not only the core and the wiring: channels/ is below ws/
+  'imports-go-down: src/channels/bad.ts → src/ws/w.ts': ['src/channels/bad.ts', "import type { W } from '../ws/w';\nexport type X = typeof W;\n"],
+  // a folder in no layer cannot land
+  'every-folder-has-a-layer: src/nowhere/n.ts → src/bus/b.ts': ['src/nowhere/n.ts', "import { B } from '../bus/b';\nexport const N = B;\n"],
 };
 
 function tree(t: Test, files: Record<string, string>, known?: object[]): string {
@@ -59,22 +64,32 @@ const violation = (rule: string, from: string, to: string) => ({ type: 'dependen
 t.test('imports the layering allows pass', async (t) => {
   const r = check(tree(t, ALLOWED));
   t.equal(r.status, 0, r.lines.join('\n'));
-  t.same(r.lines, ['import boundaries: 0 new, 0 known, 0 stale (10 modules)']);
+  t.same(r.lines, ['import boundaries: 0 new, 0 known, 0 stale (11 modules)']);
+});
+
+t.test('an import cycle fails, type-only included', async (t) => {
+  const r = check(tree(t, {
+    ...ALLOWED,
+    'src/ws/a.ts': "import type { BT } from './b';\nexport type AT = BT | 1;\nexport const A = 1;\n",
+    'src/ws/b.ts': "import { A } from './a';\nexport type BT = typeof A;\n",
+  }));
+  t.equal(r.status, 1, r.lines.join('\n'));
+  t.ok(r.lines.some((l) => /^error\s+no-circular: src\/ws\/a\.ts → src\/ws\/b\.ts/.test(l)), r.lines.join('\n'));
 });
 
 t.test('each forbidden import fails the check, a known one is tolerated, a stale one fails', async (t) => {
   const files = { ...ALLOWED };
   for (const [file, source] of Object.values(FORBIDDEN)) files[file] = source;
   const dir = tree(t, files, [
-    violation('nothing-imports-the-wiring', 'src/http/bad.ts', 'src/main.ts'),
-    violation('nothing-imports-the-wiring', 'src/ws/gone.ts', 'src/shard/s.ts'),
+    violation('imports-go-down', 'src/http/bad.ts', 'src/main.ts'),
+    violation('imports-go-down', 'src/ws/gone.ts', 'src/shard/s.ts'),
   ]);
   const r = check(dir);
   t.equal(r.status, 1, r.lines.join('\n'));
-  const expected = Object.keys(FORBIDDEN).filter((k) => !k.startsWith('nothing-imports-the-wiring: src/http/bad.ts'));
+  const expected = Object.keys(FORBIDDEN).filter((k) => !k.startsWith('imports-go-down: src/http/bad.ts'));
   t.same(r.lines.filter((l) => l.startsWith('error')).map((l) => l.replace(/^error\s+/, '')).sort(), expected.sort());
-  t.same(r.lines.filter((l) => l.startsWith('known')), ['known  nothing-imports-the-wiring: src/http/bad.ts → src/main.ts']);
+  t.same(r.lines.filter((l) => l.startsWith('known')), ['known  imports-go-down: src/http/bad.ts → src/main.ts']);
   t.same(r.lines.filter((l) => l.startsWith('stale')).length, 1);
   t.match(r.lines.find((l) => l.startsWith('stale')), /src\/ws\/gone\.ts → src\/shard\/s\.ts/);
-  t.equal(r.lines.at(-1), `import boundaries: 5 new, 1 known, 1 stale (${Object.keys(files).length} modules)`);
+  t.equal(r.lines.at(-1), `import boundaries: ${Object.keys(FORBIDDEN).length - 1} new, 1 known, 1 stale (${Object.keys(files).length} modules)`);
 });

@@ -1,0 +1,100 @@
+// The one Redis client factory of ringcast: every port that talks to Redis (the cluster
+// adapter, the rate limiter, the shared cache, the webhook queue) builds its clients
+// here, so they share one retry policy, one connect timeout, a command timeout, and one
+// way to name the target in logs and errors (never a password).
+//
+// A role says how a client behaves: `queue` lets commands wait for a connection (a
+// subscriber's SUBSCRIBE must; so do the webhook queue's commands); without it a command
+// while disconnected fails at once, and so does a retry (maxRetriesPerRequest 0).
+// Every client gets a command timeout (a hung server keeps its TCP connection while
+// answering nothing) unless its role names none: a blocking consumer's BLMOVE waits on
+// purpose.
+
+import { Cluster, Redis } from 'ioredis';
+import type { Config, RedisConfig } from '../config/types';
+import { redisTarget, redisWhere } from '../config/redis';
+
+export const CONNECT_TIMEOUT_MS = 2000;
+/** A command's default time to answer before it fails. */
+export const COMMAND_TIMEOUT_MS = 1000;
+/** Reconnect after 50 ms, 100 ms, … up to 1 s between attempts; for a server and for each node of a cluster. */
+export const retryDelay = (times: number): number => Math.min(50 * times, 1000);
+
+export type RedisClusterConfig = Config['database']['redis_cluster'];
+
+export interface RedisRole {
+  /** CLIENT SETNAME: `ringcast-<name>`. */
+  name: string;
+  queue: boolean;
+  /** ms a command may take before it fails; null: no timeout (blocking commands). Default COMMAND_TIMEOUT_MS. */
+  commandTimeoutMs?: number | null;
+  /** Connect on the first command or connect() rather than at once. */
+  lazy?: boolean;
+}
+
+function commandTimeout(role: RedisRole): { commandTimeout?: number } {
+  const ms = role.commandTimeoutMs === undefined ? COMMAND_TIMEOUT_MS : role.commandTimeoutMs;
+  return ms === null ? {} : { commandTimeout: ms };
+}
+
+/** A client for one Redis or a Sentinel-managed master, from `database.redis`. */
+export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
+  return new Redis({
+    ...redisTarget(cfg),
+    enableOfflineQueue: role.queue,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    ...commandTimeout(role),
+    maxRetriesPerRequest: role.queue ? null : 0,
+    retryStrategy: retryDelay,
+    connectionName: `ringcast-${role.name}`,
+    lazyConnect: role.lazy === true,
+  });
+}
+
+/** A Redis Cluster client from `database.redis_cluster`; `sharded`: it subscribes with SSUBSCRIBE. */
+export function redisClusterClient(cfg: RedisClusterConfig, role: RedisRole & { sharded?: boolean }): Cluster {
+  return new Cluster(cfg.nodes, {
+    enableOfflineQueue: role.queue,
+    shardedSubscribers: role.sharded === true,
+    clusterRetryStrategy: retryDelay,
+    // Without this a restarted master is only found again through MOVED / a slot refresh.
+    clusterNodeRetryStrategy: retryDelay,
+    slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
+    lazyConnect: role.lazy === true,
+    redisOptions: {
+      username: cfg.username ?? undefined,
+      password: cfg.password ?? undefined,
+      connectTimeout: CONNECT_TIMEOUT_MS,
+      ...commandTimeout(role),
+      maxRetriesPerRequest: role.queue ? null : 0,
+      connectionName: `ringcast-${role.name}`,
+    },
+  });
+}
+
+/** Where a `database.redis` client connects, for logs and errors. */
+export { redisWhere };
+
+/** Where a `database.redis_cluster` client connects, for logs and errors. */
+export function redisClusterWhere(cfg: RedisClusterConfig): string {
+  return `cluster ${cfg.nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
+}
+
+/**
+ * Resolves once an ioredis client is connected; rejects with `unreachable()` after
+ * timeoutMs (the startup wait of the rate limiter, the shared cache and the history store).
+ */
+export function whenReady(client: Redis | Cluster, timeoutMs: number, unreachable: () => Error): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      client.off('ready', onReady);
+      reject(unreachable());
+    }, timeoutMs);
+    client.once('ready', onReady);
+  });
+}
