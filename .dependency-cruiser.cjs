@@ -19,6 +19,7 @@ const LAYERS = [
   ['shard/'],
   ['ws/', 'http/'],
   ['hooks/'],
+  ['history/'],
   ['console/'],
   ['webhooks/'],
   ['delta/'],

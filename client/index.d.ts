@@ -41,3 +41,30 @@ export const Filter: {
   or(...nodes: TagFilter[]): TagFilter;
   not(node: TagFilter): TagFilter;
 };
+
+/** A pusher_internal:recovery answer (PROTOCOL.md "History, rewind and recovery"). */
+export interface RecoveryInfo {
+  epoch: string;
+  serial: number;
+  recovered: boolean;
+  missed: number;
+  reason?: 'no_history' | 'epoch_changed' | 'too_old' | 'too_many' | 'invalid' | 'unavailable';
+  error?: string;
+}
+
+export interface RecoveryOptions {
+  /** A resume the server could not do: reload the channel from REST history. Also emitted on the channel as `ringcast:recovery_failed`. */
+  onFailed?: (channel: string, info: RecoveryInfo) => void;
+  /** Which channels ask for positions (default: all). */
+  channels?: (name: string) => boolean;
+}
+
+export interface Recovery {
+  /** channel → the position of the last message this client got. */
+  readonly positions: Map<string, { epoch: string; serial: number }>;
+  forget(channel: string): void;
+  detach(): void;
+}
+
+/** Exact recovery (client/recovery.js): every (re)subscribe resumes after the last message received. */
+export function withRecovery(pusher: Pusher, opts?: RecoveryOptions): Recovery;

@@ -10,6 +10,7 @@
 import { filtersOf, subscribeFiltered, unsubscribeFiltered } from './filter.js';
 
 export { Filter } from './filter.js';
+export { withRecovery } from './recovery.js';
 
 /**
  * @param {import('pusher-js').default} pusher

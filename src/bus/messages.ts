@@ -8,6 +8,24 @@ export const FrameType = {
   Control: 2,
 } as const;
 
+/** The owner's answer to hist_sub: S = `serial`, then `items` ([serial, frame]) oldest first. */
+export interface HistSubReply {
+  epoch: string;
+  serial: number;
+  items: [number, string][];
+  /** With a resume position: whether N+1 … S follow; null without one. */
+  recovered: boolean | null;
+  reason?: 'no_history' | 'epoch_changed' | 'too_old' | 'too_many' | 'invalid';
+  error?: string;
+}
+
+/** The owner's answer to hist_page. */
+export interface HistPageReply {
+  epoch: string;
+  items: { serial: number; message: string; timeMs: number }[];
+  more: boolean;
+}
+
 /** A channel record's answer to "how is this channel?" */
 export interface ChannelInfo {
   occupied: boolean;
@@ -108,6 +126,23 @@ export type ControlMsg =
   /** Surviving shard → the replacement of a crashed shard, before its last `restore`: its part of the users the replacement owns. */
   | { type: 'user_restore'; users: UserRestore[] }
   | { type: 'reply'; req: number; body: unknown }
+  /**
+   * History channels (history/): an API or client event, from the shard that got it to the
+   * channel's owner, which numbers and keeps it and sends it on as `hist`.
+   */
+  | { type: 'hist_pub'; app: string; channel: string; except: string; message: string; tags?: string }
+  /** Owner → every shard with subscribers of the channel: a numbered message of a history channel. */
+  | { type: 'hist'; app: string; channel: string; except: string; epoch: string; serial: number; message: string; tags?: string }
+  /** A new subscription: the channel's position and what to replay (answers a HistSubReply). */
+  | { type: 'hist_sub'; req: number; from: number; app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null }
+  /** Idempotent publish (history/idempotency.ts), to the key's owner: answers an IdemReply. */
+  | { type: 'idem_claim'; req: number; from: number; app: string; key: string }
+  /** The publish with this key answered 2xx: later ones get this answer. */
+  | { type: 'idem_done'; app: string; key: string; status: number; body: unknown }
+  /** The publish with this key failed (nothing delivered): the key is free again. */
+  | { type: 'idem_release'; app: string; key: string }
+  /** REST history: one page (answers a HistPageReply). */
+  | { type: 'hist_page'; req: number; from: number; app: string; channel: string; limit: number; direction: 'backwards' | 'forwards'; after: number; before: number | null }
   /**
    * Shard → primary: webhook events this shard decided (owner transitions) or saw (client
    * events, cache misses), as [app id, event] in the order they happened (webhooks/shard.ts).

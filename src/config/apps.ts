@@ -83,6 +83,12 @@ function resolve(a: Record<string, unknown>, g: GlobalConfig): AppConfig {
 
 /** Header names and values, and the Lambda ARN of a lambda:// URL. */
 function appRules(c: Checker, e: Entry, app: AppConfig): void {
+  if (isMapping(app.channel_history)) {
+    for (const [pattern, h] of Object.entries(app.channel_history)) {
+      const k = e.keyOf(['channel_history', pattern, 'rewind']);
+      if (c.ok(k, e.keyOf(['channel_history', pattern, 'size'])) && h.rewind > h.size) c.fail(k, `must be ≤ size (${h.size})`, h.rewind);
+    }
+  }
   if (!Array.isArray(app.webhooks)) return;
   app.webhooks.forEach((w, i) => {
     const wk = (...p: (string | number)[]) => e.keyOf(['webhooks', i, ...p]);

@@ -60,7 +60,7 @@ const MAX_TIMEOUT_MS = 60_000;
 
 /** The scalar checks of this block (the schema takes it as an opaque mapping). */
 function cInt(c: Checker, key: string, v: unknown, min: number, max: number): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) c.fail(key, `must be an integer from ${min} to ${max}`, v);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) c.fail(key, `must be an integer between ${min} and ${max}`, v);
   return v as number;
 }
 
@@ -70,7 +70,7 @@ function cOneOf<T extends string>(c: Checker, key: string, v: unknown, values: r
 }
 
 function cBool(c: Checker, key: string, v: unknown): boolean {
-  if (typeof v !== 'boolean') c.fail(key, 'must be true or false', v);
+  if (typeof v !== 'boolean') c.fail(key, 'must be a boolean (true or false)', v);
   return v as boolean;
 }
 

@@ -21,6 +21,7 @@ export const RULES: readonly string[] = [
   '`database.redis.pool_min` ≤ `database.redis.pool_max`; `database.pooling.min` ≤ `database.pooling.max`.',
   "`cors.origin` does not contain '*' when `cors.credentials` is true (browsers reject it).",
   '`bus.max_spill_bytes` ≥ 2 × `event_limits.max_payload_in_kb` KiB, so that the largest event can queue.',
+  '`history.driver` is memory (redis and redis-cluster are not in this build); an app\'s `channel_history` rewind ≤ size.',
   '`hook_client.ca_path` names a readable PEM file of CA certificates, or is null.',
   '`limits.http_body_bytes_in_flight` ≥ `http.request_limit_in_mb` MiB, so that the largest request can be read.',
   '`webhooks.retry.initial_delay_ms` ≤ `webhooks.retry.max_delay_ms`; `webhooks.signature_header` differs from `webhooks.key_header` (in any case).',
@@ -83,6 +84,9 @@ export function globalRules(c: Checker, cfg: GlobalConfig): void {
     c.fail('limits.http_body_bytes_in_flight', `must be ≥ http.request_limit_in_mb MiB (${bodyMax}) so that the largest request can be read`, cfg.limits.http_body_bytes_in_flight);
   }
   hookCaRule(c, cfg.hook_client.ca_path);
+  if (c.ok('history.driver') && cfg.history.driver !== 'memory') {
+    c.fail('history.driver', 'must be memory: the redis and redis-cluster history drivers are not in this build of ringcast', cfg.history.driver);
+  }
   const r = cfg.webhooks.retry;
   if (c.ok('webhooks.retry.initial_delay_ms', 'webhooks.retry.max_delay_ms') && r.initial_delay_ms > r.max_delay_ms) {
     c.fail('webhooks.retry.initial_delay_ms', `must be ≤ webhooks.retry.max_delay_ms (${r.max_delay_ms})`, r.initial_delay_ms);

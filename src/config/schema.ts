@@ -37,6 +37,9 @@ function httpUrl(s: string, protocols: string[]): boolean {
   }
 }
 
+/** A channel's `channel_history` size upper bound: a replay or REST page reads at most this many from one channel. */
+export const MAX_HISTORY_SIZE = 100_000;
+
 /** Memory per connection the derived default of limits.max_connections reserves. */
 export const BYTES_PER_CONNECTION = 32 * 1024;
 
@@ -261,6 +264,16 @@ export const GlobalSchema = Type.Object({
     }),
     http_body_bytes_in_flight: int(64 * 1024 * 1024, 1024, { max: 2 ** 40, doc: 'Request-body bytes one shard reads at once (all API requests together); beyond: 503 with Retry-After: 1.', ours: true }),
   }, 'What one client (a socket, an HTTP request) can make one process hold or do (README, "Limits and hostile clients").'),
+  history: section({
+    driver: oneOf(['memory', 'redis', 'redis-cluster'], 'memory', { doc: 'Where history channels are numbered and kept (docs/history.md): memory (per process). redis and redis-cluster are refused in this build.', env: 'HISTORY_DRIVER' }),
+    meta_ttl: int(86_400, 1, { doc: 'Seconds a channel\'s epoch and last serial outlive its last message while it has no subscribers.' }),
+    max_recover: int(1000, 1, { max: MAX_HISTORY_SIZE, doc: 'Most messages one recovery replays; more: recovered false, reason too_many.' }),
+    memory_budget_mb: int(256, 1, { max: 1024 * 1024, doc: 'MiB of stored messages in the process; past it the least recently written channels are evicted first (history_evictions_total).', ours: true }),
+  }, 'Message history, rewind and recovery (apps[].channel_history says which channels).'),
+  idempotency: section({
+    window_seconds: int(120, 1, { max: 86_400, doc: 'Seconds a publish\'s idempotency_key is remembered per app: a repeat gets the first answer and is not delivered again.' }),
+    max_keys: int(100_000, 1, { max: 10_000_000, doc: 'Keys remembered per process; past it the oldest are forgotten first.', ours: true }),
+  }, 'Idempotent publish (idempotency_key on events and batch items).'),
   hook_client: section({
     max_in_flight: int(1024, 1, { max: 100_000, doc: 'Backend hook calls in flight per shard, all apps together; beyond: the hook\'s on_failure policy, counted (docs/hooks.md).', ours: true }),
     max_response_kb: int(64, 1, { max: 10_240, doc: 'Largest hook answer read (KiB); a bigger one is a failure.', ours: true }),
@@ -311,6 +324,14 @@ export const WebhookSchema = Type.Transform(Type.Object({
 }, { additionalProperties: false, 'x-unknown': 'is not a known webhook setting', 'x-rule': 'must be a mapping with url and event_types' }))
   .Decode((w) => ({ url: w.url, event_types: [...w.event_types], headers: { ...(w.headers ?? {}) } }))
   .Encode((w) => w);
+
+export const ChannelHistoryValue = Type.Transform(Type.Object({
+  size: int(1, 1, { max: MAX_HISTORY_SIZE, doc: 'Messages kept per channel.' }),
+  ttl: Type.Integer({ minimum: 1, ...meta({ doc: 'Seconds a message is kept.', rule: 'must be a positive integer (seconds)' }) }),
+  rewind: Type.Optional(int(0, 0, { max: MAX_HISTORY_SIZE, doc: 'Last messages a new subscription gets (≤ size).' })),
+}, { additionalProperties: false, 'x-unknown': 'is not a known history setting', 'x-rule': 'must be a mapping {size, ttl, rewind}' }))
+  .Decode((h) => ({ size: h.size, ttl: h.ttl, rewind: h.rewind ?? 0 }))
+  .Encode((h) => h);
 
 const DELTA_STRINGS = ['Fossil', 'Xdelta3', 'disabled', 'inherit'] as const;
 const DeltaObject = Type.Transform(Type.Object({
@@ -363,6 +384,11 @@ export const AppSchema = Type.Object({
     'x-unknown': "has an invalid pattern: use an exact channel name, 'prefix-*', '*-suffix' or '*'",
     ...meta({ doc: 'Per channel pattern (exact, "prefix-*", "*-suffix" or "*"): Fossil, Xdelta3, disabled, inherit, or a mapping (see Channel delta setting below).', rule: 'must be a mapping of channel pattern to setting' }),
   })),
+  channel_history: Type.Optional(Type.Record(Type.String({ pattern: '^(\\*|\\*?[^*\\s]+|[^*\\s]+\\*)$' }), ChannelHistoryValue, {
+    additionalProperties: false, default: {},
+    'x-unknown': "has an invalid pattern: use an exact channel name, 'prefix-*', '*-suffix' or '*'",
+    ...meta({ doc: 'Per channel pattern (exact, "prefix-*", "*-suffix" or "*"): {size, ttl, rewind} — keep the last size messages for ttl seconds; rewind (≤ size, default 0) of them go to every new subscription (docs/history.md).', rule: 'must be a mapping of channel pattern to {size, ttl, rewind}' }),
+  })),
   // checked and resolved after the schema (config/hooks.ts, from apps.ts)
   hooks: Type.Optional(Type.Unsafe<AppHooks | null>(Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
     default: null,
@@ -391,6 +417,10 @@ type AppDecoded = StaticDecode<typeof AppSchema>;
 /** An app with every limit resolved (app value, else the global default). */
 export type AppConfig = { [K in keyof AppDecoded]-?: Exclude<AppDecoded[K], undefined> };
 export type WebhookConfig = StaticDecode<typeof WebhookSchema>;
+/** One entry of an app's `channel_history` (PROTOCOL.md "History, rewind and recovery"). */
+export type ChannelHistorySetting = StaticDecode<typeof ChannelHistoryValue>;
+export type HistoryConfig = GlobalConfig['history'];
+export type IdempotencyConfig = GlobalConfig['idempotency'];
 /** One entry of an app's `channel_delta_compression`: the string forms, or the object form. */
 export type ChannelDeltaSetting = StaticDecode<typeof ChannelDeltaValue>;
 /** The validated, frozen configuration handed to every thread (structured-clone safe). */

@@ -6,7 +6,7 @@
 
 import type { Config, GlobalConfig } from './schema';
 
-export type { AppConfig, ChannelDeltaSetting, Config, WebhookConfig } from './schema';
+export type { AppConfig, ChannelDeltaSetting, ChannelHistorySetting, Config, HistoryConfig, IdempotencyConfig, WebhookConfig } from './schema';
 export type { AppHooks, HookFailurePolicy, HookKind, HookSettings } from './hooks';
 
 export type AdapterDriver = Config['adapter']['driver'];

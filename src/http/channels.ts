@@ -4,6 +4,7 @@
 import type { AppConfig } from '../config/types';
 import { isCacheChannel, isPresence, validateChannelName } from '../protocol/channels';
 import type { ApiDeps } from './deps';
+import { getHistory } from '../history/rest';
 import { jsonError, type ApiResponse } from './request';
 
 /** Parses `info=a,b`; returns the set or an error naming the attribute that is not allowed. */
@@ -75,6 +76,14 @@ export async function getChannel(deps: ApiDeps, app: AppConfig, rawName: string,
     body.cache = { data: m.data, event: m.event, ttl: Math.ceil(cached.ttlMs / 1000) };
   }
   return { status: 200, body };
+}
+
+/** GET /apps/{id}/channels/{name}/history (history/rest.ts). */
+export async function getChannelHistory(deps: ApiDeps, app: AppConfig, rawName: string, params: ReadonlyMap<string, string>): Promise<ApiResponse> {
+  const channel = decodeChannel(app, rawName);
+  if (typeof channel !== 'string') return channel;
+  if (!deps.history) return jsonError(404, 'history is not served by this server');
+  return getHistory(deps.history, app, channel, params);
 }
 
 export async function getUsers(deps: ApiDeps, app: AppConfig, rawName: string): Promise<ApiResponse> {

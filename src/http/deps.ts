@@ -7,6 +7,8 @@ import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
 import type { RateLimiter } from '../ratelimit/types';
 import type { PublishHooks } from '../hooks/publish';
+import type { RestHistory } from '../history/rest';
+import type { IdemReply } from '../history/idempotency';
 
 /** What the HTTP API needs, built once in shard/worker.ts. */
 export interface ApiDeps {
@@ -28,6 +30,14 @@ export interface ApiDeps {
   cacheUp?: () => boolean;
   /** Backend publish hook (hooks/publish.ts); null (or absent) when no app has hooks. */
   hooks?: PublishHooks | null;
+  /** REST history (history/rest.ts); absent: the route answers 404 like an unknown route. */
+  history?: RestHistory;
+  /** Idempotent publish (history/idempotency.ts): the key's owner shard keeps the first answer. */
+  idempotency?: {
+    claim(app: string, key: string): Promise<IdemReply>;
+    done(app: string, key: string, status: number, body: unknown): void;
+    release(app: string, key: string): void;
+  };
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
 }

@@ -12,6 +12,7 @@ import { tagsEnabled } from '../filter/enable-tags';
 import { serialiseTags } from '../filter/tags';
 import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
+import { invalidKey, type IdemReply } from '../history/idempotency';
 import { then, type MaybePromise } from './maybe';
 import { limitBackendEvents } from './ratelimit';
 import { jsonError, PUBLISHED, type ApiResponse } from './request';
@@ -26,6 +27,8 @@ export interface ParsedEvent {
   tags: string | null;
   /** `"delta": true|false` (delta compression for this message); undefined when absent. */
   delta?: boolean;
+  /** `idempotency_key` (history/idempotency.ts), or null. */
+  key: string | null;
 }
 
 const EVENT_INFO = new Set(['subscription_count', 'user_count']);
@@ -101,7 +104,13 @@ export function parseEvent(app: AppConfig, raw: unknown, where: string): ParsedE
   const delta = typeof ev.delta === 'boolean' ? ev.delta : undefined;
   const tags = serialiseTags(ev.tags);
   if (!tags.ok) return jsonError(400, `${where}${tags.error}`);
-  return { name, data, channels, socketId, info, tags: tags.json, delta };
+  let key: string | null = null;
+  if (ev.idempotency_key !== undefined && ev.idempotency_key !== null) {
+    const badKey = invalidKey(ev.idempotency_key);
+    if (badKey !== null) return jsonError(400, `${where}${badKey}`);
+    key = ev.idempotency_key as string;
+  }
+  return { name, data, channels, socketId, info, tags: tags.json, delta, key };
 }
 
 function isParsed(x: ParsedEvent | ApiResponse): x is ParsedEvent {
@@ -155,19 +164,24 @@ export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePr
   if (!isParsed(ev)) return ev;
   return then(limitBackendEvents(deps, app, ev.channels.length), (overRate) => {
     if (overRate) return overRate;
-    return then(hooked(deps, app, [ev], false), (evs) => {
-      if (!Array.isArray(evs)) return evs;
-      try {
-        // All channels or none: a 503 has delivered nothing (channels/publisher.ts).
-        const msgs: Outgoing[] = [];
-        for (const e of evs) messagesOf(deps, app, e, msgs);
-        deps.publisher.publish(msgs);
-      } catch (err) {
-        return busy(deps, err);
-      }
-      if (ev.info.size === 0) return { status: 200, body: PUBLISHED };
-      return eventsInfo(deps, app, ev);
-    });
+    if (ev.key !== null && deps.idempotency) return idempotent(deps, app, ev.key, () => publishEvent(deps, app, ev));
+    return publishEvent(deps, app, ev);
+  });
+}
+
+/** The publish hook first (it may refuse or replace data), then all channels or none: a 503 has delivered nothing (channels/publisher.ts). */
+function publishEvent(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): MaybePromise<ApiResponse> {
+  return then(hooked(deps, app, [ev], false), (evs) => {
+    if (!Array.isArray(evs)) return evs;
+    try {
+      const msgs: Outgoing[] = [];
+      for (const e of evs) messagesOf(deps, app, e, msgs);
+      deps.publisher.publish(msgs);
+    } catch (err) {
+      return busy(deps, err);
+    }
+    if (ev.info.size === 0) return { status: 200, body: PUBLISHED };
+    return eventsInfo(deps, app, ev);
   });
 }
 
@@ -176,6 +190,38 @@ function hooked(deps: ApiDeps, app: AppConfig, events: ParsedEvent[], batch: boo
   const check = deps.hooks?.check(app, events, batch);
   if (!check) return events;
   return check.then((r) => (r.ok ? r.items : jsonError(r.status, r.error)));
+}
+
+const IN_PROGRESS = 'a request with this idempotency_key is still being answered: retry';
+
+/**
+ * A publish with an idempotency_key: the first one publishes and its 2xx answer is kept
+ * for the window; a repeat gets that answer and delivers nothing. Anything else (a 503: it
+ * delivered nothing) frees the key, so a retry publishes.
+ */
+async function idempotent(deps: ApiDeps, app: AppConfig, key: string, run: () => MaybePromise<ApiResponse>): Promise<ApiResponse> {
+  const idem = deps.idempotency!;
+  let claim: IdemReply;
+  try {
+    claim = await idem.claim(app.id, key);
+  } catch {
+    return jsonError(503, 'server busy: the idempotency window did not answer, retry later');
+  }
+  if (claim.state === 'pending') return jsonError(503, IN_PROGRESS);
+  if (claim.state === 'done') {
+    deps.metrics.inc('idempotent_hits_total', { app_id: app.id });
+    return { status: claim.status, body: claim.body };
+  }
+  let res: ApiResponse;
+  try {
+    res = await run();
+  } catch (err) {
+    idem.release(app.id, key);
+    throw err;
+  }
+  if (res.status >= 200 && res.status < 300) idem.done(app.id, key, res.status, res.body);
+  else idem.release(app.id, key);
+  return res;
 }
 
 async function eventsInfo(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): Promise<ApiResponse> {
@@ -198,22 +244,78 @@ export function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Ma
     if (!isParsed(ev)) return ev;
     events.push(ev);
   }
+  const firstWith = new Map<string, number>();
+  for (let i = 0; i < events.length; i++) {
+    const k = events[i].key;
+    if (k === null) continue;
+    const j = firstWith.get(k);
+    if (j !== undefined) return jsonError(400, `batch[${i}]: idempotency_key is the same as batch[${j}]'s`);
+    firstWith.set(k, i);
+  }
   return then(limitBackendEvents(deps, app, events.reduce((n, ev) => n + ev.channels.length, 0)), (overRate) => {
     if (overRate) return overRate;
-    return then(hooked(deps, app, events, true), (evs) => {
-      if (!Array.isArray(evs)) return evs;
-      try {
-        // The whole batch or nothing: a 503 has delivered no event of it.
-        const msgs: Outgoing[] = [];
-        for (const ev of evs) messagesOf(deps, app, ev, msgs);
-        deps.publisher.publish(msgs);
-      } catch (err) {
-        return busy(deps, err);
-      }
-      if (events.every((ev) => ev.info.size === 0)) return { status: 200, body: { batch: events.map(() => ({})) } };
-      return batchInfo(deps, app, events);
-    });
+    if (firstWith.size > 0 && deps.idempotency) return idempotentBatch(deps, app, events);
+    return publishBatch(deps, app, events);
   });
+}
+
+function publishBatch(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): MaybePromise<ApiResponse> {
+  return then(hooked(deps, app, events, true), (evs) => {
+    if (!Array.isArray(evs)) return evs;
+    try {
+      // The whole batch or nothing: a 503 has delivered no event of it.
+      const msgs: Outgoing[] = [];
+      for (const ev of evs) messagesOf(deps, app, ev, msgs);
+      deps.publisher.publish(msgs);
+    } catch (err) {
+      return busy(deps, err);
+    }
+    if (events.every((ev) => ev.info.size === 0)) return { status: 200, body: { batch: events.map(() => ({})) } };
+    return batchInfo(deps, app, events);
+  });
+}
+
+/**
+ * A batch with idempotency_keys: each item's key is claimed; items already answered are
+ * not delivered again and answer their first answer; the others go out together (all or
+ * nothing, as any batch) and their answers are kept. Any failure frees the claimed keys.
+ */
+async function idempotentBatch(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): Promise<ApiResponse> {
+  const idem = deps.idempotency!;
+  const claims = await Promise.all(events.map((ev) => (ev.key === null ? Promise.resolve(null) : idem.claim(app.id, ev.key).catch(() => null))));
+  const claimed = events.filter((ev, i) => ev.key !== null && claims[i]?.state === 'new').map((ev) => ev.key!);
+  const releaseAll = () => { for (const k of claimed) idem.release(app.id, k); };
+  if (claims.some((c, i) => events[i].key !== null && (c === null || c.state === 'pending'))) {
+    releaseAll();
+    return claims.some((c) => c?.state === 'pending') ? jsonError(503, IN_PROGRESS) : jsonError(503, 'server busy: the idempotency window did not answer, retry later');
+  }
+  const fresh = events.filter((_, i) => claims[i] === null || claims[i].state === 'new');
+  let res: ApiResponse;
+  try {
+    res = fresh.length === 0 ? { status: 200, body: { batch: [] } } : await publishBatch(deps, app, fresh);
+  } catch (err) {
+    releaseAll();
+    throw err;
+  }
+  if (res.status < 200 || res.status >= 300) {
+    releaseAll();
+    return res;
+  }
+  const answers = (res.body as { batch: unknown[] }).batch;
+  const out: unknown[] = [];
+  let next = 0;
+  events.forEach((ev, i) => {
+    const c = claims[i];
+    if (c !== null && c.state === 'done') {
+      deps.metrics.inc('idempotent_hits_total', { app_id: app.id });
+      out.push((c.body as { batch: unknown[] }).batch[0]);
+      return;
+    }
+    const item = answers[next++];
+    if (ev.key !== null) idem.done(app.id, ev.key, 200, { batch: [item] });
+    out.push(item);
+  });
+  return { status: 200, body: { batch: out } };
 }
 
 async function batchInfo(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): Promise<ApiResponse> {

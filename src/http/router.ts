@@ -7,7 +7,7 @@ import { metersFor } from '../metrics/meters';
 import { checkBody, verifyApiQuery } from '../protocol/api-auth';
 import { createBodyBudget } from '../limits/body-budget';
 import { openBody, type BodyOutcome, type BodyReader } from './body';
-import { getChannel, getChannels, getUsers } from './channels';
+import { getChannel, getChannelHistory, getChannels, getUsers } from './channels';
 import { appHealth } from './health';
 import { terminateConnections } from './users';
 import type { ApiDeps } from './deps';
@@ -205,6 +205,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   api('get', '/apps/:appId/channels', 1, (d, app, _req, params) => getChannels(d, app, params));
   api('get', '/apps/:appId/channels/:channel', 2, (d, app, req, params) => getChannel(d, app, req.params[1], params));
   api('get', '/apps/:appId/channels/:channel/users', 2, (d, app, req) => getUsers(d, app, req.params[1]));
+  api('get', '/apps/:appId/channels/:channel/history', 2, (d, app, req, params) => getChannelHistory(d, app, req.params[1], params));
   api('post', '/apps/:appId/users/:userId/terminate_connections', 2, (d, app, req) => terminateConnections(d, app, req.params[1]));
 
   uws.get('/up', (res, req) => {
@@ -262,7 +263,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
 /** Routes under the rate limits (spec "Endpoints", column "Rate limited"). */
 const LIMITED_ROUTES: ReadonlySet<string> = new Set([
   '/apps/:appId/events', '/apps/:appId/batch_events', '/apps/:appId/channels',
-  '/apps/:appId/channels/:channel', '/apps/:appId/channels/:channel/users',
+  '/apps/:appId/channels/:channel', '/apps/:appId/channels/:channel/users', '/apps/:appId/channels/:channel/history',
 ]);
 
 /** `method` label values; anything else is 'OTHER' (a client must not invent label values). */

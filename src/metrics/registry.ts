@@ -54,6 +54,10 @@ const COUNTERS: Record<CounterName, Def> = {
   hook_calls_total: { help: 'Backend hook calls (result: allowed, denied, failed = no usable answer, skipped = not called: breaker open or too many in flight); failed and skipped then follow on_failure', labels: ['app_id', 'hook', 'result'] },
   hook_failures_total: { help: 'Backend hook calls without a usable answer (reason: timeout, network, status, invalid_answer, too_large, breaker_open, overloaded, cancelled)', labels: ['app_id', 'hook', 'reason'] },
   webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
+  history_evictions_total: { help: 'History messages dropped to stay within history.memory_budget_mb (oldest-written channels first)', labels: ['app_id'] },
+  history_recoveries_total: { help: 'Subscriptions with a resume position (result: recovered, no_history, epoch_changed, too_old, too_many, invalid, unavailable)', labels: ['app_id', 'result'] },
+  history_rewinds_total: { help: 'Subscriptions that were sent a rewind of stored messages', labels: ['app_id'] },
+  idempotent_hits_total: { help: 'API publishes with an idempotency_key already seen in the window (answered with the first answer, not delivered again)', labels: ['app_id'] },
 };
 
 const GAUGES: Record<GaugeName, Def> = {
@@ -66,6 +70,8 @@ const GAUGES: Record<GaugeName, Def> = {
   hook_calls_in_flight: { help: 'Backend hook calls waiting for their answer', labels: [] },
   hook_breakers_open: { help: 'Shards whose circuit breaker of a hook endpoint is open or half-open (url: scheme, host and path)', labels: ['url'] },
   webhook_queue_size: { help: 'Webhook requests waiting to be sent or retried (sync queue driver)', labels: [] },
+  history_messages: { help: 'Messages kept by the memory history store (summed over shards)', labels: [] },
+  history_bytes: { help: 'Bytes counted against history.memory_budget_mb (summed over shards)', labels: [] },
 };
 
 const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {

@@ -27,7 +27,15 @@ export type CounterName =
   /** ours: cache.driver redis / redis-cluster commands that failed (op read / write) */
   | 'cache_errors_total'
   /** ours: backend hook calls by hook and result (allowed, denied, failed, skipped), and failures by reason */
-  | 'hook_calls_total' | 'hook_failures_total';
+  | 'hook_calls_total' | 'hook_failures_total'
+  /** ours (history/): channel messages dropped to stay within history.memory_budget_mb */
+  | 'history_evictions_total'
+  /** ours (history/): subscriptions with a resume position, by result (recovered or the reason) */
+  | 'history_recoveries_total'
+  /** ours (history/): subscriptions that got a rewind */
+  | 'history_rewinds_total'
+  /** ours (history/): API publishes answered from the idempotency window (not delivered again) */
+  | 'idempotent_hits_total';
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
@@ -37,7 +45,9 @@ export type GaugeName =
   /** ours: webhook requests waiting to be sent or retried (primary) */
   | 'webhook_queue_size'
   /** ours: backend hooks: calls in flight (per shard, summed), shards whose breaker of an endpoint is open or half-open */
-  | 'hook_calls_in_flight' | 'hook_breakers_open';
+  | 'hook_calls_in_flight' | 'hook_breakers_open'
+  /** ours (history/): messages and bytes kept by the memory history store */
+  | 'history_messages' | 'history_bytes';
 
 export type HistogramName = 'http_request_duration_seconds' | 'hook_duration_seconds';
 

@@ -26,6 +26,8 @@ export const Ev = {
   Delta: 'pusher:delta',
   DeltaSyncError: 'pusher:delta_sync_error',
   DeltaCacheSync: 'pusher:delta_cache_sync',
+  /** History (PROTOCOL.md "History, rewind and recovery"): a subscription's position and replay result. */
+  Recovery: 'pusher_internal:recovery',
 } as const;
 export type EvName = (typeof Ev)[keyof typeof Ev];
 

@@ -17,6 +17,8 @@ import { createBusDirectory, type ChannelDirectory } from '../channels/directory
 import { createFilteredSubscriptions, type FilteredSubscriptions } from '../channels/filtered';
 import { Interest } from '../channels/interest';
 import { createOwnerService, type OwnerService } from '../channels/owner-service';
+import { createShardHistory, createShardHistorySide, type ShardHistory } from './history';
+import type { HistoryShard } from '../history/shard';
 import { createPublisher, type Publisher } from '../channels/publisher';
 import { createUserDirectory } from '../channels/user-directory';
 import { createUserOwner, type UserOwner } from '../channels/users';
@@ -80,6 +82,9 @@ export interface ShardContext {
   readonly owner: OwnerService;
   readonly users: UserOwner;
   readonly watchlists: Watchlists;
+  /** History channels and idempotent publish (shard/history.ts). */
+  readonly historySide: HistoryShard;
+  readonly history: ShardHistory;
   /** Set once the shard stops (shutdown or crash handling): closing sockets then tell no owner. */
   stopping: boolean;
   /** Presence shadows of the failover (shard/failover.ts), bound once it is built. */
@@ -151,13 +156,16 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   // The context is filled in below; the callbacks read it late (owner ↔ publisher ↔ webhooks).
   const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, tap, filters, delta, stopping: false, shadows: null } as Partial<ShardContext> as ShardContext;
 
+  // History channels (history/): numbered and kept by their owner shard; its stage sends their events there.
+  const historySide = createShardHistorySide({ apps, shards, uws, sockets, bus, out, log: logOf('history'), metrics, publisher: () => ctx.publisher });
   const publisher = createPublisher({
     bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
     onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
     stages: {
       // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
       delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(bus, shards) : deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
-      adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : [])],
+      // history last: the adapter and the console tap see a history channel's event first
+      adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : []), historySide.stage],
       filter: [...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
     },
   });
@@ -204,5 +212,6 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     },
   });
   const watchlists = createWatchlists({ users: createUserDirectory({ bus, shards, log, metrics }), log, metrics, out });
-  return Object.assign(ctx, { publisher, directory, webhooks, owner, users, watchlists });
+  const history = createShardHistory({ config, shards, bus, interest, side: historySide, publisher, owner, log: logOf('history'), metrics });
+  return Object.assign(ctx, { publisher, directory, webhooks, owner, users, watchlists, historySide, history });
 }

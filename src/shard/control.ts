@@ -15,6 +15,7 @@ export function createControlHandler(ctx: ShardContext, failover: () => Failover
     if (msg.type === 'remote_node_gone') users.nodeGone(msg.node); // and the owner's presence below
     if (isOwnerMsg(msg)) return owner.handle(msg, from);
     if (isUserMsg(msg)) return users.handle(msg, from);
+    if (ctx.history.handle(msg, from)) return; // history channels, idempotency keys (shard/history.ts)
     switch (msg.type) {
       case 'watchlist':
         return watchlists.deliver(msg.app, msg.op, msg.userIds, from);

@@ -59,6 +59,7 @@ const behavior = createWsBehavior({
   shadows: failover.shadows,
   watchlists: ctx.watchlists,
   delta: ctx.delta,
+  history: ctx.historySide,
   cache: ctx.cache,
   tap: ctx.tap,
   filters: ctx.filters,
@@ -91,6 +92,7 @@ registerRoutes(uws, {
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
   cacheUp: sharedCache ? () => sharedCache.isUp() : undefined,
   hooks: hooks.publish,
+  ...ctx.history.api,
   stopping: () => ctx.stopping,
 });
 
@@ -98,6 +100,7 @@ const sweepTimer = setInterval(() => {
   const now = Date.now();
   behavior.sweep(now);
   ctx.delta?.sweep(now);
+  ctx.history.sweep(now);
 }, 1000);
 
 /** The stop, bounded by shutdown_grace_period (shard/shutdown.ts). */

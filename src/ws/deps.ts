@@ -18,6 +18,7 @@ import type { Socket, SocketData } from './types';
 import type { Watchlists } from './watchlist';
 import type { DeltaShard } from '../delta/shard';
 import type { WsHooks } from '../hooks/connection';
+import type { HistoryShard } from '../history/shard';
 
 /** What the WebSocket handlers need, built once in shard/worker.ts. */
 export interface WsDeps {
@@ -56,6 +57,8 @@ export interface WsDeps {
   delta?: DeltaShard | null;
   /** Backend hooks (hooks/connection.ts): connect, subscribe, client_event; null (or absent) when no app has hooks. */
   hooks?: WsHooks<Socket, SocketData> | null;
+  /** History channels (history/shard.ts): rewind, recover, serial topics; null (or absent) when not wired. */
+  history?: HistoryShard | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /** Next socket_id of this shard. */

@@ -21,6 +21,7 @@ import { parseTags } from '../filter/tags';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
 import type { Algo } from '../delta/settings';
+import type { Plan } from '../history/shard';
 import { sendFrame } from './send';
 
 interface SubscribeData {
@@ -31,6 +32,8 @@ interface SubscribeData {
   filter?: unknown;
   /** Per-subscription delta compression (delta/settings.ts). */
   delta?: unknown;
+  /** History: positions and a resume point (history/shard.ts). */
+  recover?: unknown;
 }
 
 export interface Subscriptions {
@@ -177,6 +180,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
    * deltas, its filter's delta streams (delta/shard.ts rule 8: filter, then delta).
    */
   function subscribeTopic(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription, filter: CompiledFilter | null, algo: Algo | null) {
+    if (sub.history) return; // joins its topic after the owner's answer (history/shard.ts)
     if (algo !== null) {
       if (filter !== null) sub.tagFilter = filter;
       deps.delta!.subscribe(ws, d, app, channel, algo, filter);
@@ -196,7 +200,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     return false;
   }
 
-  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string, filter: CompiledFilter | null, algo: Algo | null) {
+  function joinPresence(ws: Socket, d: SocketData, app: AppConfig, channel: string, channelData: string, filter: CompiledFilter | null, algo: Algo | null, plan: Plan) {
     let parsed: { user_id?: unknown; user_info?: unknown };
     try {
       parsed = JSON.parse(channelData) as { user_id?: unknown; user_info?: unknown };
@@ -219,6 +223,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         `user_info is ${infoBytes} bytes, more than the ${app.max_presence_member_size_in_kb} KB allowed`, SubscriptionStatus.MemberSize);
     }
     const sub: Subscription = { type: 'presence', userKey: userKey(uid), userId: uid, userInfo: parsed.user_info, joined: false };
+    if (plan?.kind === 'attach') sub.history = { serial: plan.recover.kind !== 'none' };
     track(d, app, channel, sub);
     // retry: the owner shard crashed before answering; ask its replacement once (the
     // request then waits behind the rebuild there, see channels/rebuild.ts).
@@ -241,6 +246,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       ws.cork(() => {
         subscribeTopic(ws, d, app, channel, sub, filter, algo);
         succeeded(ws, channel, presenceData(reply.members));
+        afterSucceeded(ws, d, app, channel, sub, plan);
       });
       replayCache(ws, d, app, channel, sub);
     }, (err: Error) => {
@@ -254,17 +260,26 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     ask(true);
   }
 
+  /** History: a `recover` on a channel without history is answered; a rewind or recovery asks the owner. */
+  function afterSucceeded(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription, plan: Plan) {
+    if (plan === null || !deps.history) return;
+    if (plan.kind === 'no_history') deps.history.noHistory(ws, app, channel);
+    else deps.history.attach(ws, d, app, channel, sub, plan);
+  }
+
   function admitPlain(ws: Socket, d: SocketData, app: AppConfig, channel: string, type: Exclude<ChannelType, 'presence'>,
-    filter: CompiledFilter | null, algo: Algo | null) {
+    filter: CompiledFilter | null, algo: Algo | null, plan: Plan) {
     // One shared record per type (read-only: only presence records change) unless the
     // channel replays a cache, which tells its subscriptions apart by identity.
     // A filtered one has its own record too: it holds its entry in the filter index.
-    const sub: Subscription = filter !== null || (deps.cache && deps.cache.ttl(channel) !== null)
+    const sub: Subscription = filter !== null || plan?.kind === 'attach' || (deps.cache && deps.cache.ttl(channel) !== null)
       ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
+    if (plan?.kind === 'attach') sub.history = { serial: plan.recover.kind !== 'none' };
     track(d, app, channel, sub);
     subscribeTopic(ws, d, app, channel, sub, filter, algo);
     meters.app(app.id).subscription(type).inc();
     succeeded(ws, channel, '{}');
+    afterSucceeded(ws, d, app, channel, sub, plan);
     directory.subscribe(app.id, channel);
     replayCache(ws, d, app, channel, sub);
   }
@@ -316,11 +331,14 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         }
         if (type !== 'presence') d.authBy = 0; // user_authentication_timeout met (private channels succeed right below)
       }
-      const algo = deltaOf(ws, d, app, channel, data.delta);
+      // History channels are numbered by their owner: no delta stream on them (docs/history.md)
+      // (a tag-filtered subscription takes no rewind or positions: its topic is the filter's)
+      const plan: Plan = deps.history && filter === null ? deps.history.plan(app, channel, data.recover) : null;
+      const algo = deps.history?.settings.of(app.id, channel) ? null : deltaOf(ws, d, app, channel, data.delta);
       if (algo === false) return;
       const admit = type === 'presence'
-        ? () => joinPresence(ws, d, app, channel, data.channel_data as string, filter, algo)
-        : () => admitPlain(ws, d, app, channel, type, filter, algo);
+        ? () => joinPresence(ws, d, app, channel, data.channel_data as string, filter, algo, plan)
+        : () => admitPlain(ws, d, app, channel, type, filter, algo, plan);
       // subscribe hook (hooks/connection.ts): after the auth check, before anything is joined or answered
       if (deps.hooks?.subscribe(ws, d, channel, type === 'presence' ? data.channel_data as string : undefined, admit)) return;
       admit();
@@ -331,6 +349,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const sub = d.channels.get(channel);
       if (!sub) return;
       untrack(ws, d, d.app!, channel);
+      deps.history?.unsubscribe(ws, d.app!.id, channel, sub);
       if (!sub.filter && !deps.delta?.unsubscribe(ws, d, d.app!.id, channel)) ws.unsubscribe(topicOf(d.app!.id, channel));
       if (sub.joined) release(d.app!, channel, d.id, sub);
     },

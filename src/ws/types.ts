@@ -18,6 +18,12 @@ export interface Subscription {
   filter?: FilterHandle;
   /** Tag filtering: the subscription's filter (a cache channel's replay is checked against it). */
   tagFilter?: CompiledFilter;
+  /**
+   * History channels (history/shard.ts): the subscription waits for its rewind or replay
+   * before it joins a topic; `serial`: it asked for positions (`recover`), so it is on the
+   * channel's serial topic (frames with __serial) instead of the plain one.
+   */
+  history?: { serial: boolean };
 }
 
 /** A signed-in socket's watchlist (ws/watchlist.ts). */

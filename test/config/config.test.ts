@@ -57,7 +57,7 @@ t.test('defaults', async (t) => {
     max_event_batch_size: 10, max_event_name_length: 200, max_channel_name_length: 200, max_message_size_kb: 64,
     max_presence_members_per_channel: 100, max_presence_member_size_in_kb: 2, enable_client_messages: true,
     subscription_count_events: false, enable_user_authentication: true, enable_watchlist_events: false,
-    user_authentication_timeout: null, webhooks: [], channel_delta_compression: {}, hooks: null,
+    user_authentication_timeout: null, webhooks: [], channel_delta_compression: {}, channel_history: {}, hooks: null,
   }]);
   const a = defaultConfig();
   a.cors.origin.push('x');
@@ -396,4 +396,24 @@ t.test('user features: enable_user_authentication, enable_watchlist_events, user
   t.match(a, { enable_user_authentication: true, enable_watchlist_events: false, user_authentication_timeout: null }, 'defaults');
   t.match(b, { enable_user_authentication: false, enable_watchlist_events: true, user_authentication_timeout: 30 });
   t.equal(load(app({ user_authentication_timeout: null })).apps[1].user_authentication_timeout, null, 'null = no timeout');
+});
+
+t.test('history: channel_history, history.*, idempotency.*, HISTORY_DRIVER', async (t) => {
+  const app = (extra: Record<string, unknown>) => ({ apps: [{ ...APP, ...extra }] });
+  const h = (v: unknown) => withApp(app({ channel_history: v }));
+  const ok = load(app({ channel_history: { 'chat-*': { size: 100, ttl: 60, rewind: 10 }, feed: { size: 5, ttl: 30 } } })).apps[0].channel_history;
+  t.same(ok, { 'chat-*': { size: 100, ttl: 60, rewind: 10 }, feed: { size: 5, ttl: 30, rewind: 0 } }, 'rewind defaults to 0');
+  t.same(load().history, { driver: 'memory', meta_ttl: 86_400, max_recover: 1000, memory_budget_mb: 256 });
+  t.same(load().idempotency, { window_seconds: 120, max_keys: 100_000 });
+  fails(t, 'not a map', h(['x']), 'apps[0].channel_history', 'apps[0].channel_history must be a mapping of channel pattern to {size, ttl, rewind}');
+  fails(t, 'size 0', h({ 'a-*': { size: 0, ttl: 5 } }), 'apps[0].channel_history.a-*.size', 'must be an integer between 1 and 100000, got 0');
+  fails(t, 'ttl missing', h({ 'a-*': { size: 3 } }), 'apps[0].channel_history.a-*.ttl', 'must be a positive integer (seconds), got nothing');
+  fails(t, 'rewind > size', h({ 'a-*': { size: 3, ttl: 5, rewind: 4 } }), 'apps[0].channel_history.a-*.rewind', 'apps[0].channel_history.a-*.rewind must be ≤ size (3), got 4');
+  fails(t, 'typo', h({ 'a-*': { size: 3, ttl: 5, rewnd: 1 } }), 'apps[0].channel_history.a-*.rewnd', '(did you mean "rewind"?)');
+  fails(t, 'pattern', h({ 'a*b': { size: 3, ttl: 5 } }), 'apps[0].channel_history.a*b', 'has an invalid pattern');
+  fails(t, 'driver', withApp({ history: { driver: 'disk' } }), 'history.driver', 'history.driver must be one of memory, redis, redis-cluster, got "disk"');
+  fails(t, 'redis driver not built', { env: { HISTORY_DRIVER: 'redis' }, overrides: { apps: [APP] } }, 'history.driver', /not in this build.*\(from env HISTORY_DRIVER\)/);
+  fails(t, 'meta_ttl', withApp({ history: { meta_ttl: 0 } }), 'history.meta_ttl', 'must be a positive integer');
+  fails(t, 'max_recover', withApp({ history: { max_recover: 1e9 } }), 'history.max_recover', 'must be an integer between 1 and 100000');
+  fails(t, 'window', withApp({ idempotency: { window_seconds: -1 } }), 'idempotency.window_seconds', 'must be an integer between 1 and 86400');
 });

@@ -171,6 +171,14 @@ const CLAIMS: Record<string, Claim> = {
   'apps[].subscription_count_events': { effect: ['src/channels/owner-service.ts', 'subscription_count_events'] },
   'apps[].webhooks': { effect: ['src/webhooks/service.ts', 'a.webhooks.length > 0'] },
   'apps[].channel_delta_compression': { effect: ['src/delta/settings.ts', 'app.channel_delta_compression'] },
+  // history and idempotent publish (behaviour: test/history/)
+  'history.driver': { effect: ['src/config/rules.ts', "cfg.history.driver !== 'memory'"] },
+  'history.meta_ttl': { effect: ['src/history/index.ts', 'config.history.meta_ttl * 1000'] },
+  'history.max_recover': { effect: ['src/shard/history.ts', 'maxRecover: config.history.max_recover'] },
+  'history.memory_budget_mb': { effect: ['src/history/index.ts', 'config.history.memory_budget_mb * MIB'] },
+  'idempotency.window_seconds': { effect: ['src/shard/history.ts', 'config.idempotency.window_seconds * 1000'] },
+  'idempotency.max_keys': { effect: ['src/shard/history.ts', 'config.idempotency.max_keys / shards'] },
+  'apps[].channel_history': { effect: ['src/history/settings.ts', 'channel_history'] },
   // backend hooks (behaviour: test/hooks/)
   'apps[].hooks': { effect: ['src/hooks/connection.ts', 'hooks'] },
   'hook_client.max_in_flight': { effect: ['src/hooks/caller.ts', 'inFlight >= hc.max_in_flight'] },

@@ -1,0 +1,53 @@
+// The channel store port (history/): where a history channel's messages are numbered and
+// kept. One interface, one file per backend (memory.ts), one factory (index.ts). The owner
+// shard of a channel (channels/owner.ts) is the only caller for that channel, so a backend
+// needs no locking; docs/history.md says why numbering happens there.
+
+import type { ChannelHistorySetting } from '../config/types';
+
+/** One stored message: the frame exactly as delivered to stock clients (no __serial). */
+export interface StoredMessage {
+  serial: number;
+  message: string;
+  timeMs: number;
+}
+
+/** A channel's numbering: serials of one epoch are 1, 2, 3, … with no gap. */
+export interface Position {
+  epoch: string;
+  /** The last serial given (0: none yet in this epoch). */
+  serial: number;
+}
+
+export interface PageQuery {
+  limit: number;
+  direction: 'backwards' | 'forwards';
+  /** Only serials > after (0: no bound). */
+  after: number;
+  /** Only serials < before (Infinity: no bound). */
+  before: number;
+}
+
+export interface HistoryStore {
+  /** Numbers `message` with the channel's next serial and keeps it (within the setting's size and ttl). */
+  append(app: string, channel: string, setting: ChannelHistorySetting, message: string, nowMs: number): Position;
+  /** Undoes the last append (its message reached nobody): the serial is given again. */
+  rollback(app: string, channel: string): void;
+  /** The channel's numbering (created, with serial 0, when it has none): keeps it for meta_ttl from now. */
+  position(app: string, channel: string, nowMs: number): Position;
+  /** The stored messages with serial > after, oldest first; null when after + 1 is no longer stored. */
+  since(app: string, channel: string, after: number, nowMs: number): StoredMessage[] | null;
+  /** The last ≤ n stored messages, oldest first. */
+  last(app: string, channel: string, n: number, nowMs: number): StoredMessage[];
+  /** One page of stored messages in the query's direction, and whether more match after it. */
+  page(app: string, channel: string, q: PageQuery, nowMs: number): { items: StoredMessage[]; more: boolean };
+  /** Drops expired messages, and the numbering of channels idle for meta_ttl without subscribers. */
+  sweep(nowMs: number, hasSubscribers: (app: string, channel: string) => boolean): void;
+  stats(): { channels: number; messages: number; bytes: number };
+}
+
+/** What a store reports (metrics). */
+export interface StoreEvents {
+  /** A channel's messages were dropped to stay within the memory budget. */
+  evicted(app: string, messages: number, bytes: number): void;
+}

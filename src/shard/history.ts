@@ -1,0 +1,112 @@
+// Shard wiring of history channels and idempotent publish (src/history/): the shard side
+// (pipeline stage, serial topics, rewind and recovery of its subscriptions), the owner side
+// of the channels and idempotency keys hashed to this shard, and what the HTTP API asks.
+
+import type { Bus } from '../bus/bus';
+import type { ControlMsg } from '../bus/messages';
+import type { Interest } from '../channels/interest';
+import { ownerOf } from '../channels/owner';
+import type { OwnerService } from '../channels/owner-service';
+import type { Publisher } from '../channels/publisher';
+import type { Config } from '../config/types';
+import { createHistoryStore } from '../history';
+import { createIdempotencyOwner, isIdemMsg, keyOwner } from '../history/idempotency';
+import { createHistoryOwner, isHistoryOwnerMsg } from '../history/owner';
+import { HistorySettings } from '../history/settings';
+import { createHistoryShard, type HistoryShard } from '../history/shard';
+import type { ApiDeps } from '../http/deps';
+import type { MetricsSink } from '../metrics/types';
+import type { Logger } from 'pino';
+import type { TemplatedApp } from 'uWebSockets.js';
+import type { AppConfig } from '../config/types';
+import type { Socket } from '../ws/types';
+
+type HistorySettingsApps = { byId(id: string): AppConfig | undefined };
+
+/** Expired history messages and idempotency keys go at this pace (reads drop them lazily meanwhile). */
+const SWEEP_MS = 5000;
+
+/** Built before the publisher (its stage is one of the publisher's). */
+export function createShardHistorySide(d: {
+  apps: HistorySettingsApps; shards: number; uws: TemplatedApp; sockets: ReadonlyMap<string, Socket>; bus: Bus;
+  out(canonical: string): string; log: Logger; metrics: MetricsSink; publisher: () => Publisher;
+}): HistoryShard {
+  return createHistoryShard({
+    settings: new HistorySettings({ byId: (id) => d.apps.byId(id) }), shards: d.shards, uws: d.uws, sockets: d.sockets, out: (c) => d.out(c), log: d.log, metrics: d.metrics,
+    control: (to, msg) => d.bus.control(to, msg),
+    request: (to, body) => d.bus.request(to, body),
+    publisher: d.publisher,
+  });
+}
+
+export interface ShardHistory {
+  /** True when it handled the message (owner side of history channels and idempotency keys). */
+  handle(msg: ControlMsg, from: number): boolean;
+  /** The HTTP API's part (ApiDeps.history, ApiDeps.idempotency). */
+  api: Pick<ApiDeps, 'history' | 'idempotency'>;
+  sweep(now: number): void;
+}
+
+export function createShardHistory(d: {
+  config: Config; shards: number; bus: Bus; interest: Interest; side: HistoryShard; publisher: Publisher; owner: OwnerService;
+  log: Logger; metrics: MetricsSink;
+}): ShardHistory {
+  const { config, shards, bus, log } = d;
+  const owner = createHistoryOwner({
+    store: createHistoryStore(config, shards, d.metrics),
+    settings: d.side.settings,
+    maxRecover: config.history.max_recover,
+    targets: (app, channel) => d.interest.targets(app, channel, []),
+    send: (targets, msg) => {
+      const batch = bus.batch();
+      for (const to of targets) batch.control(to, msg);
+      batch.commit();
+    },
+    plain: (m) => d.publisher.publishOne({ kind: 'api', app: m.app, channel: m.channel, except: m.except, message: m.message, tags: m.tags }),
+    reply: (to, req, body) => bus.reply(to, req, body),
+    subscribed: (app, channel) => d.owner.store.info(app, channel).subscription_count > 0,
+    log,
+    metrics: d.metrics,
+  });
+  const idempotency = createIdempotencyOwner({
+    windowMs: config.idempotency.window_seconds * 1000,
+    maxKeys: Math.max(1, Math.floor(config.idempotency.max_keys / shards)),
+    reply: (to, req, body) => bus.reply(to, req, body),
+  });
+  const tellKeyOwner = (msg: Extract<ControlMsg, { type: 'idem_done' | 'idem_release' }>): void => {
+    try {
+      bus.control(keyOwner(msg.app, msg.key, shards), msg);
+    } catch (err) {
+      // done lost: a retry publishes again; release lost: the claim lapses (PENDING_MS)
+      log.error({ err }, 'could not tell an idempotency key\'s owner how its publish ended');
+    }
+  };
+  let sweptAt = Date.now();
+  return {
+    handle(msg, from) {
+      if (isHistoryOwnerMsg(msg)) owner.handle(msg, from);
+      else if (isIdemMsg(msg)) idempotency.handle(msg, from);
+      else if (msg.type === 'hist') d.side.deliver(msg);
+      else return false;
+      return true;
+    },
+    api: {
+      history: {
+        settings: d.side.settings,
+        page: (app, channel, q) => bus.request(ownerOf(app, channel, shards), { type: 'hist_page', app, channel, ...q }),
+      },
+      idempotency: {
+        claim: (app, key) => bus.request(keyOwner(app, key, shards), { type: 'idem_claim', app, key }),
+        done: (app, key, status, body) => tellKeyOwner({ type: 'idem_done', app, key, status, body }),
+        release: (app, key) => tellKeyOwner({ type: 'idem_release', app, key }),
+      },
+    },
+    sweep(now) {
+      if (now - sweptAt < SWEEP_MS) return;
+      sweptAt = now;
+      owner.sweep();
+      d.side.sweep();
+      idempotency.sweep();
+    },
+  };
+}

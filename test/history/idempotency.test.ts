@@ -1,0 +1,62 @@
+// Idempotent publish: a repeated idempotency_key (events and batch items) is delivered once
+// and answered with the first answer, whichever shard gets the retry (fresh connections,
+// workers 4); a bad key is a 400 naming the field.
+import t from 'tap';
+import { APP, RawClient, startServer } from '../helpers/server';
+import { signedPost } from '../helpers/http';
+
+t.test('idempotent publish', async (t) => {
+  const srv = await startServer({ apps: [{ ...APP, channel_history: { 'h-*': { size: 100, ttl: 60 } } as never }] });
+  t.teardown(() => srv.stop());
+  const c = srv.track(await RawClient.connect(srv.wsUrl()));
+  await c.subscribe('plain');
+  await c.subscribe('h-1', { recover: {} });
+  const post = (path: string, body: unknown) => signedPost(srv.port, APP, path, body).then((r) => ({ status: r.status, body: r.json as unknown }));
+  const count = (channel: string, event: string) => c.frames.filter((f) => f.channel === channel && f.event === event).length;
+
+  await t.test('events: the repeats answer the first answer and deliver nothing', async (t) => {
+    const body = { name: 'once', channel: 'plain', data: 'x', idempotency_key: 'k-1', info: 'subscription_count' };
+    const first = await post('events', body);
+    t.equal(first.status, 200);
+    for (let i = 0; i < 6; i++) {
+      const again = await post('events', body);
+      t.equal(again.status, 200);
+      t.same(again.body, first.body, 'the first answer');
+    }
+    await post('events', { name: 'marker', channel: 'plain', data: 'm' });
+    await c.event('marker', 'plain');
+    t.equal(count('plain', 'once'), 1, 'delivered once');
+    // on a history channel: stored once too (one serial)
+    for (let i = 0; i < 4; i++) await post('events', { name: 'h-once', channel: 'h-1', data: 'x', idempotency_key: 'k-h' });
+    await post('events', { name: 'marker', channel: 'h-1', data: 'm' });
+    const marker = await c.event('marker', 'h-1');
+    t.equal(count('h-1', 'h-once'), 1);
+    t.equal((marker as unknown as { __serial: number }).__serial, 2, 'one serial taken by the repeated publish');
+  });
+
+  await t.test('batch items: only the new ones go out; each item answers its first answer', async (t) => {
+    const item = (k: string, name: string) => ({ name, channel: 'plain', data: k, idempotency_key: k });
+    const a = await post('batch_events', { batch: [item('b-1', 'b'), item('b-2', 'b')] });
+    t.equal(a.status, 200);
+    const b = await post('batch_events', { batch: [item('b-2', 'b'), item('b-3', 'b'), { name: 'b', channel: 'plain', data: 'nokey' }] });
+    t.equal(b.status, 200);
+    t.equal((b.body as { batch: unknown[] }).batch.length, 3);
+    await post('events', { name: 'marker2', channel: 'plain', data: 'm' });
+    await c.event('marker2', 'plain');
+    t.same(c.frames.filter((f) => f.event === 'b').map((f) => f.data), ['b-1', 'b-2', 'b-3', 'nokey']);
+  });
+
+  await t.test('bad keys: 400 naming idempotency_key', async (t) => {
+    const bad = async (body: unknown, path: string, rx: RegExp) => {
+      const r = await post(path, body);
+      t.equal(r.status, 400);
+      t.match(r.body, { error: rx });
+    };
+    await bad({ name: 'e', channel: 'plain', data: 'x', idempotency_key: 12 }, 'events', /^idempotency_key must be a string/);
+    await bad({ name: 'e', channel: 'plain', data: 'x', idempotency_key: 'k'.repeat(129) }, 'events', /idempotency_key must be 1 to 128 characters long \(got 129\)/);
+    await bad({ name: 'e', channel: 'plain', data: 'x', idempotency_key: '' }, 'events', /idempotency_key must be 1 to 128/);
+    await bad({ name: 'e', channel: 'plain', data: 'x', idempotency_key: 'tab\there' }, 'events', /idempotency_key must be printable/);
+    await bad({ batch: [{ name: 'e', channel: 'plain', data: 'x' }, { name: 'e', channel: 'plain', data: 'x', idempotency_key: {} }] }, 'batch_events', /^batch\[1\]: idempotency_key must be a string/);
+    await bad({ batch: [{ name: 'e', channel: 'plain', data: 'x', idempotency_key: 'same' }, { name: 'e', channel: 'plain', data: 'y', idempotency_key: 'same' }] }, 'batch_events', /batch\[1\]: idempotency_key is the same as batch\[0\]'s/);
+  });
+});
