@@ -24,12 +24,12 @@
 // events without tags match no filter). The stage never takes a frame over: uWS's native
 // publish of the channel follows.
 
-import type { TemplatedApp } from 'uWebSockets.js';
 import { TAGS_ALL, type PublishFrame } from '../bus/messages';
 import type { CompiledFilter } from '../filter/compile';
 import { ChannelMatcher, type MatchEntry } from '../filter/matcher';
 import { parseTags } from '../filter/tags';
 import type { Meters } from '../metrics/meters';
+import type { Fanout } from './fanout';
 import type { InboundStage } from './publisher';
 
 /** What the stage needs of a socket (a uWS WebSocket). */
@@ -71,7 +71,7 @@ interface ChannelFilters {
 }
 
 export interface FilteredDeps<S> {
-  uws: Pick<TemplatedApp, 'publish' | 'numSubscribers'> | null;
+  uws: Fanout | null;
   sockets: ReadonlyMap<string, S>;
   meters: Meters;
 }
@@ -105,7 +105,7 @@ export function createFilteredSubscriptions<S extends FilteredSocket>(deps: Filt
     if (f.except !== '') {
       const sender = sockets.get(f.except);
       if (sender && !sender.getUserData().closed && sender.isSubscribed(t)) {
-        sender.publish(t, f.message, false);
+        uws.publishFrom(sender, t, f.message);
         return meters.enabled ? uws.numSubscribers(t) - 1 : 0;
       }
     }

@@ -15,7 +15,6 @@
 // of its channel (channels/interest.ts).
 
 import type { Logger } from 'pino';
-import type { TemplatedApp } from 'uWebSockets.js';
 import { BusFullError } from '../bus/errors';
 import { TAGS_ALL, type ControlMsg, type FrameTags, type PublishFrame } from '../bus/messages';
 import { metersFor, type Meters } from '../metrics/meters';
@@ -23,6 +22,7 @@ import { noMetrics, type MetricsSink } from '../metrics/types';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import type { CacheChannels } from './cache';
+import type { Fanout } from './fanout';
 import type { Interest } from './interest';
 import { ownerOf } from './owner';
 import { topicOf } from './topic';
@@ -88,8 +88,8 @@ export interface PublisherDeps {
   bus: PipelineBus;
   interest: Interest;
   shards: number;
-  /** The shard's uWS app and sockets (inbound); a thread without sockets passes null. */
-  uws: TemplatedApp | null;
+  /** The shard's native fan-out and sockets (inbound); a thread without sockets passes null. */
+  uws: Fanout | null;
   sockets: ReadonlyMap<string, LocalSocket>;
   cache?: CacheChannels | null;
   guard?: PublishGuard | null;
@@ -219,7 +219,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       // e.g. a presence joiner whose member_added goes out before its own subscribe;
       // a socket not subscribed to this topic cannot receive it anyway.
       if (sender && !sender.getUserData().closed && sender.isSubscribed(topic)) {
-        sender.publish(topic, f.message, false);
+        uws.publishFrom(sender, topic, f.message);
         // messages_sent_total counts what is handed to uWS (sockets over their
         // backpressure limit skip it inside uWS, uncounted).
         if (meters.enabled) meters.delivered(f.app, f.message, uws.numSubscribers(topic) - 1);

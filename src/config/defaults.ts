@@ -54,6 +54,7 @@ export function defaultConfig(): GlobalConfig {
       pooling: { enabled: false, min: 2, max: 10 },
     },
     tag_filtering: { enabled: false, max_nodes: 50 },
+    http_fallback: { enabled: true, path: '/pusher', heartbeat_interval: 25, disconnect_delay: 5, max_sessions: 10_000 },
     cors: {
       origin: ['*'],
       methods: ['GET', 'POST', 'OPTIONS'],

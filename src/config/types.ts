@@ -107,6 +107,18 @@ export interface Config {
     pooling: { enabled: boolean; min: number; max: number };
   };
   tag_filtering: { enabled: boolean; max_nodes: number };
+  // ── HTTP fallback transports (src/fallback/; PROTOCOL.md "HTTP fallback transports") ──
+  http_fallback: {
+    enabled: boolean;
+    /** Prefix of the endpoints: {path}/app/{key}/{server}/{session}/{xhr_streaming|xhr|xhr_send}. */
+    path: string;
+    /** Seconds without a write before `h` is written to a stream (a poll is answered with it). */
+    heartbeat_interval: number;
+    /** Seconds a session lives without a receiving request before it ends like a dropped connection. */
+    disconnect_delay: number;
+    /** Open sessions per process, at most (new ones answer 503 past it). */
+    max_sessions: number;
+  };
   cors: { origin: string[]; methods: string[]; allowed_headers: string[]; credentials: boolean };
   metrics: { enabled: boolean; driver: 'prometheus'; host: string; port: number; prefix: string };
   /** The live console (src/console/): its own listener, never the public port. token null: each app's secret logs in to that app. */

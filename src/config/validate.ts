@@ -100,6 +100,14 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
       pooling: { enabled: bool('database.pooling.enabled'), min: nonNeg('database.pooling.min'), max: pos('database.pooling.max') },
     },
     tag_filtering: { enabled: bool('tag_filtering.enabled'), max_nodes: pos('tag_filtering.max_nodes') },
+    http_fallback: {
+      enabled: bool('http_fallback.enabled'),
+      path: fallbackPath(c, g('http_fallback.path')),
+      // pusher-js waits 30 s (pongTimeout) for any frame after its ping: a heartbeat must come sooner
+      heartbeat_interval: c.int('http_fallback.heartbeat_interval', g('http_fallback.heartbeat_interval'), 1, { max: 29 }),
+      disconnect_delay: c.int('http_fallback.disconnect_delay', g('http_fallback.disconnect_delay'), 1, { max: 3600 }),
+      max_sessions: pos('http_fallback.max_sessions'),
+    },
     cors: { origin: list('cors.origin'), methods: list('cors.methods'), allowed_headers: list('cors.allowed_headers'), credentials: bool('cors.credentials') },
     metrics: {
       enabled: bool('metrics.enabled'),
@@ -169,6 +177,14 @@ export function validateGlobal(c: Checker, tree: Record<string, unknown>): Globa
 
   crossChecks(c, cfg);
   return cfg;
+}
+
+/** http_fallback.path: a URL path prefix of plain segments ('/pusher', '/ws/fallback'). */
+function fallbackPath(c: Checker, v: unknown): string {
+  if (typeof v !== 'string' || !/^(\/[A-Za-z0-9._~-]+)+$/.test(v)) {
+    c.fail('http_fallback.path', 'must be a path like /pusher: one or more /segments of letters, digits and ._~- (no trailing /)', v);
+  }
+  return v as string;
 }
 
 /** An HTTP header name (RFC 9110 token). */

@@ -27,8 +27,8 @@
 //     frame with its own event and size (a pusher:delta counts as pusher:delta, its bytes).
 
 import type { Logger } from 'pino';
-import type { TemplatedApp } from 'uWebSockets.js';
 import type { ControlMsg, PublishFrame } from '../bus/messages';
+import type { Fanout } from '../channels/fanout';
 import type { InboundStage } from '../channels/publisher';
 import type { Interest } from '../channels/interest';
 import { topicOf } from '../channels/topic';
@@ -75,7 +75,7 @@ export interface DeltaGuard {
 
 export interface DeltaShardDeps {
   config: Config;
-  uws: TemplatedApp;
+  uws: Fanout;
   sockets: ReadonlyMap<string, Socket>;
   /** This shard's bits of the delta interest tables (one per algorithm). */
   interest: Record<Algo, Interest>;
@@ -155,7 +155,7 @@ export function createDeltaShard(deps: DeltaShardDeps): DeltaShard {
   /** Native publish, skipping `sender` natively when it is on the topic; how many it reached (when counting). */
   function publishTo(topic: string, bytes: string | Uint8Array, sender: Socket | undefined): number {
     if (sender !== undefined && sender.isSubscribed(topic)) {
-      sender.publish(topic, bytes, false);
+      uws.publishFrom(sender, topic, bytes);
       return meters.enabled ? uws.numSubscribers(topic) - 1 : 0;
     }
     uws.publish(topic, bytes, false);

@@ -52,6 +52,9 @@ const COUNTERS: Record<CounterName, Def> = {
   cache_errors_total: { help: 'Cache channel reads and writes the cache driver\'s Redis failed (op: read, write)', labels: ['op'] },
   webhooks_requeued_total: { help: 'queue.driver redis: webhook jobs taken back from a consumer that is gone (killed, or its lease lapsed) to be sent again', labels: [] },
   webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
+  fallback_sessions_total: { help: 'HTTP fallback sessions opened (pusher-js xhr_streaming / xhr_polling)', labels: ['app_id'] },
+  fallback_requests_total: { help: 'HTTP fallback requests (transport: xhr_streaming, xhr, xhr_send, options)', labels: ['transport'] },
+  fallback_request_errors_total: { help: 'HTTP fallback requests answered with an error status (transport, status)', labels: ['transport', 'status'] },
 };
 
 const GAUGES: Record<GaugeName, Def> = {
@@ -62,6 +65,7 @@ const GAUGES: Record<GaugeName, Def> = {
   cluster_nodes_active: { help: 'Active cluster nodes', labels: [] },
   bus_spill_bytes: { help: 'Bytes waiting in writer-side spill queues of internal rings', labels: [] },
   webhook_queue_size: { help: 'Webhook requests waiting to be sent or retried (sync queue driver)', labels: [] },
+  fallback_sessions_active: { help: 'Open HTTP fallback sessions (also counted in connections_active)', labels: ['app_id'] },
 };
 
 const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {

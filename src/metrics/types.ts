@@ -25,7 +25,9 @@ export type CounterName =
   /** ours: queue.driver redis: jobs taken back from a consumer that is gone (its lease lapsed) */
   | 'webhooks_requeued_total'
   /** ours: cache.driver redis / redis-cluster commands that failed (op read / write) */
-  | 'cache_errors_total';
+  | 'cache_errors_total'
+  /** ours: HTTP fallback (fallback/): sessions opened, requests by transport, requests refused by transport and status */
+  | 'fallback_sessions_total' | 'fallback_requests_total' | 'fallback_request_errors_total';
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
@@ -33,7 +35,9 @@ export type GaugeName =
   /** ours: bytes waiting in writer-side spill queues of this thread's rings */
   | 'bus_spill_bytes'
   /** ours: webhook requests waiting to be sent or retried (primary) */
-  | 'webhook_queue_size';
+  | 'webhook_queue_size'
+  /** ours: open HTTP fallback sessions (connections_active counts them too) */
+  | 'fallback_sessions_active';
 
 export type HistogramName = 'http_request_duration_seconds';
 
