@@ -6,6 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { registerRoutes } from '../http/router';
 import { createWsBehavior } from '../ws/connection';
+import { createFallback } from '../fallback/service';
 import { ownedState } from '../webhooks/shard';
 import { nameThread } from '../thread-name';
 import { createCommandHandler } from './commands';
@@ -70,6 +71,12 @@ if (init.testHooks) {
   };
 }
 uws.ws('/app/:key', behavior);
+// HTTP fallback sessions (fallback/): the same connection handlers as the WebSockets.
+ctx.fallback = ctx.topics && createFallback({
+  config, apps: ctx.apps, shardId, shards: ctx.shards, handlers: behavior, topics: ctx.topics, bus,
+  nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`, metrics: ctx.metrics, log: logOf('fallback'),
+});
+ctx.fallback?.register(uws);
 
 // After uws.ws(): uWS's publish segfaults on an App with no WebSocket route yet, and a
 // replacement shard (failover.ts) finds member events and publishes already in its rings.
@@ -91,6 +98,7 @@ const sweepTimer = setInterval(() => {
   const now = Date.now();
   behavior.sweep(now);
   ctx.delta?.sweep(now);
+  ctx.fallback?.sweep(now);
 }, 1000);
 
 /** The stop, bounded by shutdown_grace_period (shard/shutdown.ts). */
@@ -111,6 +119,7 @@ function shutdownNow(final: ShardEvent): void {
   ctx.stopping = true;
   clearInterval(sweepTimer);
   webhooks?.stop(); // what this turn reported goes to the primary before the bus stops
+  ctx.fallback?.stop(); // requests relayed to other shards' sessions get their 4200 here
   shutdown.run(final);
 }
 
