@@ -1,0 +1,53 @@
+// pusher-js (its Node build, unmodified) forced onto an HTTP fallback transport
+// (xhr_streaming or xhr_polling) of a test server, with the `pusher` server SDK playing the
+// application's channel and user authorization endpoints.
+
+import PusherJS from 'pusher-js';
+import Pusher from 'pusher';
+import { APP } from './server';
+
+export type FallbackTransport = 'xhr_streaming' | 'xhr_polling';
+export const FALLBACK_TRANSPORTS: readonly FallbackTransport[] = ['xhr_streaming', 'xhr_polling'];
+/** A 32-byte key for private-encrypted channels (the SDK derives each channel's secret from it). */
+export const MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
+
+export interface FallbackClientOptions {
+  user?: { user_id: string; user_info?: Record<string, unknown> };
+  app?: { id: string; key: string; secret: string };
+}
+
+export function fallbackClient(port: number, transport: FallbackTransport, opts: FallbackClientOptions = {}): PusherJS {
+  const app = opts.app ?? APP;
+  const sdk = new Pusher({ appId: app.id, key: app.key, secret: app.secret, host: '127.0.0.1', port: String(port), useTLS: false, encryptionMasterKeyBase64: MASTER_KEY });
+  return new PusherJS(app.key, {
+    cluster: 'x',
+    httpHost: '127.0.0.1',
+    httpPort: port,
+    // no WebSocket is tried: the only transport enabled is the HTTP one
+    wsHost: '127.0.0.1',
+    wsPort: 1,
+    forceTLS: false,
+    enabledTransports: [transport as 'ws'],
+    disableStats: true,
+    channelAuthorization: {
+      endpoint: 'unused',
+      transport: 'ajax',
+      customHandler: ({ socketId, channelName }, callback) => {
+        const presence = channelName.startsWith('presence-') ? opts.user ?? { user_id: socketId } : undefined;
+        callback(null, sdk.authorizeChannel(socketId, channelName, presence) as never);
+      },
+    },
+    userAuthentication: {
+      endpoint: 'unused',
+      transport: 'ajax',
+      customHandler: ({ socketId }, callback) => {
+        callback(null, sdk.authenticateUser(socketId, { id: opts.user?.user_id ?? 'nobody', ...(opts.user?.user_info ? { user_info: opts.user.user_info } : {}) }) as never);
+      },
+    },
+  });
+}
+
+/** The transport pusher-js connected with (its internal connection object). */
+export function transportOf(c: PusherJS): string {
+  return (c.connection as unknown as { connection: { transport: { name: string } } | null }).connection?.transport.name ?? '';
+}
