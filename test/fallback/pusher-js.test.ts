@@ -7,7 +7,7 @@ import t from 'tap';
 import type PusherJS from 'pusher-js';
 import type { Channel } from 'pusher-js';
 import { connected } from '../helpers/pusher-js';
-import { fallbackClient, FALLBACK_TRANSPORTS, MASTER_KEY, transportOf } from '../helpers/fallback';
+import { counterValue, fallbackClient, FALLBACK_TRANSPORTS, MASTER_KEY, transportOf } from '../helpers/fallback';
 import { freePort } from '../helpers/net';
 import { APP, RawClient, eventually, startServer } from '../helpers/server';
 import { sign } from '../helpers/auth';
@@ -26,8 +26,9 @@ function collect(ch: Channel, event: string) {
 
 for (const transport of FALLBACK_TRANSPORTS) {
   t.test(`pusher-js over ${transport}`, async (t) => {
-    const srv = await startServer({ http_fallback: { disconnect_delay: 1 } });
+    const srv = await startServer({ http_fallback: { disconnect_delay: 1 }, metrics: { enabled: true, host: '127.0.0.1', port: 0 } });
     t.teardown(() => srv.stop());
+    const receives = () => counterValue(srv.server.metricsPort!, 'fallback_requests_total', `transport="${transport === 'xhr_polling' ? 'xhr' : transport}"`);
     const sdk = srv.sdk();
 
     t.test('connects over the transport; public channel events', async (t) => {
@@ -122,6 +123,7 @@ for (const transport of FALLBACK_TRANSPORTS) {
       c.connection.bind('state_change', (s: { current: string }) => states.push(s.current));
       const ch = await subscribed(c, 'burst');
       const ev = collect(ch, 'b');
+      const before = await receives();
       const pad = 'x'.repeat(900);
       const total = 340; // ~1,000 characters each on the wire: ~330 KiB
       for (let i = 0; i < total; i += 10) {
@@ -131,6 +133,8 @@ for (const transport of FALLBACK_TRANSPORTS) {
       t.same(ev.got.map((d) => d.i), Array.from({ length: total }, (_, i) => i), 'every event once, in order');
       t.equal(c.connection.socket_id, socketId, 'the same connection');
       t.same(states, [], 'pusher-js never left the connected state');
+      // streaming: pusher-js reopened its stream past 256 KiB (at least once); polling: many polls
+      t.ok(await receives() - before >= (transport === 'xhr_streaming' ? 1 : 2), 'receiving requests were made again on the same session');
       c.disconnect();
     });
   });

@@ -2,6 +2,7 @@
 // (xhr_streaming or xhr_polling) of a test server, with the `pusher` server SDK playing the
 // application's channel and user authorization endpoints.
 
+import http from 'node:http';
 import PusherJS from 'pusher-js';
 import Pusher from 'pusher';
 import { APP } from './server';
@@ -50,4 +51,19 @@ export function fallbackClient(port: number, transport: FallbackTransport, opts:
 /** The transport pusher-js connected with (its internal connection object). */
 export function transportOf(c: PusherJS): string {
   return (c.connection as unknown as { connection: { transport: { name: string } } | null }).connection?.transport.name ?? '';
+}
+
+/** The sum of a counter's series whose labels include `match` (e.g. transport="xhr_streaming"), from /metrics. */
+export function counterValue(metricsPort: number, name: string, match: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: metricsPort, path: '/metrics', agent: false }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => { body += c.toString(); });
+      res.on('end', () => {
+        let sum = 0;
+        for (const m of body.matchAll(new RegExp(`^ringcast_${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) if (m[1].includes(match)) sum += Number(m[2]);
+        resolve(sum);
+      });
+    }).on('error', reject);
+  });
 }
