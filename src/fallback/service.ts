@@ -95,7 +95,8 @@ export function createFallback(deps: FallbackDeps): Fallback {
     maxQueueBytes: Math.min(2 * config.websocket.max_bytes, 2 ** 32 - 1),
     closeOnOverflow: config.websocket.on_backpressure === 'close',
     now: Date.now,
-    onClosed(s: Session) {
+    onClosed(s: Session, keep: boolean) {
+      if (!keep && sessions.get(s.sessionId) === s) sessions.delete(s.sessionId);
       const app = active.get(s);
       if (app === undefined) return;
       active.delete(s);

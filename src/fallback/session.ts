@@ -37,8 +37,11 @@ export interface SessionEnv {
   maxQueueBytes: number;
   /** websocket.on_backpressure close: a session over the bound is closed with 4100. */
   closeOnOverflow: boolean;
-  /** The session ended (its close frame is kept for the next receiving request). */
-  onClosed(s: Session): void;
+  /**
+   * The session ended. `keep`: closed with a code by the server, the close frame answers
+   * the next receiving request for a while; else (dropped) it is forgotten at once.
+   */
+  onClosed(s: Session, keep: boolean): void;
   now(): number;
 }
 
@@ -139,12 +142,12 @@ export class Session implements Socket {
   end(code = 1000, shortMessage: RecognizedString = ''): void {
     if (this.closing !== null) return;
     const c = close(code, toText(shortMessage));
-    this.finish(this.takePrefix() + this.takeQueue() + c, c);
+    this.finish(this.takePrefix() + this.takeQueue() + c, c, true);
   }
 
   close(): void {
     if (this.closing !== null) return;
-    this.finish('', close(1006, 'Connection closed'));
+    this.finish('', close(1006, 'Connection closed'), false);
   }
 
   cork(cb: () => void): unknown {
@@ -186,7 +189,7 @@ export class Session implements Socket {
 
   // ---- internals ----
 
-  private finish(last: string, closing: string): void {
+  private finish(last: string, closing: string, keep: boolean): void {
     this.closing = closing;
     for (const t of this.topicSet) this.env.topics.remove(t, this);
     this.topicSet.clear();
@@ -195,7 +198,7 @@ export class Session implements Socket {
     this.detachedAt = this.env.now();
     if (r !== null) r.end(last);
     this.env.handlers.close(this);
-    this.env.onClosed(this);
+    this.env.onClosed(this, keep);
   }
 
   private takePrefix(): string {

@@ -67,3 +67,43 @@ export function counterValue(metricsPort: number, name: string, match: string): 
     }).on('error', reject);
   });
 }
+
+/** A raw receiving request (xhr_streaming or xhr) on its own connection: the body as it arrives. */
+export class RawReceive {
+  text = '';
+  status = 0;
+  headers: http.IncomingHttpHeaders = {};
+  ended = false;
+  private readonly req: http.ClientRequest;
+
+  constructor(port: number, path: string, headers: Record<string, string> = {}) {
+    this.req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent: false, headers: { 'content-type': 'application/json', 'content-length': '0', ...headers } }, (res) => {
+      this.status = res.statusCode!;
+      this.headers = res.headers;
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => { this.text += c; });
+      res.on('end', () => { this.ended = true; });
+      res.on('error', () => { this.ended = true; });
+    });
+    this.req.on('error', () => { this.ended = true; });
+    this.req.end();
+  }
+
+  /** The Pusher frames of every `a` line so far. */
+  frames(): { event: string; channel?: string; data?: any }[] {
+    const out = [];
+    for (const line of this.text.split('\n')) {
+      if (!line.startsWith('a')) continue;
+      for (const el of JSON.parse(line.slice(1)) as string[]) out.push(JSON.parse(el));
+    }
+    return out;
+  }
+
+  lines(): string[] {
+    return this.text.split('\n').filter((l) => l.length > 0);
+  }
+
+  abort(): void {
+    this.req.destroy();
+  }
+}
