@@ -82,7 +82,7 @@ function wsClient(port: number): Promise<() => void> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(`ws://127.0.0.1:${port}/app/${APP.key}?protocol=7`);
     ws.on('message', (raw) => {
-      const f = JSON.parse(raw.toString()) as { event: string; data: string };
+      const f = JSON.parse((raw as Buffer).toString()) as { event: string; data: string };
       if (f.event === 'pusher:connection_established') ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: CHANNEL } }));
       else if (f.event === 'pusher_internal:subscription_succeeded') resolve(() => ws.terminate());
       else if (f.event === 'ev') onEvent(f.data);

@@ -64,7 +64,7 @@ const behavior = createWsBehavior({
 });
 if (init.testHooks) {
   // test_crash {how: 'ws_message'}: the next WebSocket message throws inside uWS's callback.
-  const message = behavior.message!;
+  const message = behavior.message;
   behavior.message = (ws, m, isBinary) => {
     failover.throwInWsMessage();
     return message(ws, m, isBinary);

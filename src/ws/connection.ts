@@ -99,11 +99,11 @@ export function refusalOf(apps: AppRegistry, key: string, origin: string | null)
  * HTTP session (open once established, message per client frame, close once when it ends).
  */
 export interface ConnectionHandlers {
-  open(ws: Socket): void;
-  message(ws: Socket, message: ArrayBuffer | Uint8Array, isBinary: boolean): void;
-  drain(ws: Socket): void;
-  close(ws: Socket): void;
-  sweep(now: number): void;
+  open: (ws: Socket) => void;
+  message: (ws: Socket, message: ArrayBuffer | Uint8Array, isBinary: boolean) => void;
+  drain: (ws: Socket) => void;
+  close: (ws: Socket) => void;
+  sweep: (now: number) => void;
 }
 
 export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & ConnectionHandlers {
