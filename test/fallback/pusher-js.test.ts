@@ -4,25 +4,12 @@
 // a session's requests land on any shard and are relayed to its home (fallback/service.ts).
 
 import t from 'tap';
-import type PusherJS from 'pusher-js';
 import type { Channel } from 'pusher-js';
-import { connected } from '../helpers/pusher-js';
+import { collect, connected, subscribed } from '../helpers/pusher-js';
 import { counterValue, fallbackClient, FALLBACK_TRANSPORTS, MASTER_KEY, transportOf } from '../helpers/fallback';
 import { freePort } from '../helpers/net';
 import { APP, RawClient, eventually, startServer } from '../helpers/server';
 import { sign } from '../helpers/auth';
-
-const subscribed = (c: PusherJS, name: string): Promise<Channel> => new Promise((resolve, reject) => {
-  const ch = c.subscribe(name);
-  ch.bind('pusher:subscription_succeeded', () => resolve(ch));
-  ch.bind('pusher:subscription_error', (e: unknown) => reject(new Error(`subscription_error ${JSON.stringify(e)}`)));
-});
-
-function collect(ch: Channel, event: string) {
-  const got: any[] = [];
-  ch.bind(event, (d: unknown) => got.push(d));
-  return { got, until: (n: number, what: string, ms = 15_000) => eventually(() => got.length >= n, ms, what) };
-}
 
 for (const transport of FALLBACK_TRANSPORTS) {
   t.test(`pusher-js over ${transport}`, async (t) => {
@@ -122,7 +109,7 @@ for (const transport of FALLBACK_TRANSPORTS) {
       const states: string[] = [];
       c.connection.bind('state_change', (s: { current: string }) => states.push(s.current));
       const ch = await subscribed(c, 'burst');
-      const ev = collect(ch, 'b');
+      const ev = collect<{ i: number }>(ch, 'b');
       const before = await receives();
       const pad = 'x'.repeat(900);
       const total = 340; // ~1,000 characters each on the wire: ~330 KiB
