@@ -190,7 +190,8 @@ export class Session implements Socket {
   // ---- internals ----
 
   private finish(last: string, closing: string, keep: boolean): void {
-    this.closing = closing;
+    // without a receiving request, what was due (the queue, the c line) waits for the next one
+    this.closing = this.receiver === null && last !== '' ? last : closing;
     for (const t of this.topicSet) this.env.topics.remove(t, this);
     this.topicSet.clear();
     const r = this.receiver;

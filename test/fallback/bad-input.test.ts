@@ -8,6 +8,9 @@ import { RawReceive } from '../helpers/fallback';
 import { rawRequest } from '../helpers/http';
 import { APP, eventually, startServer } from '../helpers/server';
 
+// Many real sessions and servers in one file: more than tap's default 120 s on a loaded 2-core machine.
+t.setTimeout(360_000);
+
 const OTHER = { id: 'other-id', key: 'other-key', secret: 'other-secret' };
 const STRICT = { id: 'strict-id', key: 'strict-key', secret: 'strict-secret', allowed_origins: ['https://good.example'] };
 

@@ -11,6 +11,9 @@ import { freePort } from '../helpers/net';
 import { APP, RawClient, eventually, startServer } from '../helpers/server';
 import { sign } from '../helpers/auth';
 
+// Many real sessions and servers in one file: more than tap's default 120 s on a loaded 2-core machine.
+t.setTimeout(360_000);
+
 for (const transport of FALLBACK_TRANSPORTS) {
   t.test(`pusher-js over ${transport}`, async (t) => {
     const srv = await startServer({ http_fallback: { disconnect_delay: 1 }, metrics: { enabled: true, host: '127.0.0.1', port: 0 } });
