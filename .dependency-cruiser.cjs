@@ -17,6 +17,7 @@ const LAYERS = [
   ['main.ts', 'cli.ts', 'check-config.ts'],
   ['primary/'],
   ['shard/'],
+  ['fallback/'],
   ['ws/', 'http/'],
   ['hooks/'],
   ['history/'],
@@ -30,6 +31,7 @@ const LAYERS = [
   ['listeners/'],
   ['redis/'],
   ['apps/'],
+  ['limits/'],
   ['log.ts', 'thread-name.ts', 'runtime.ts'],
   ['protocol/', 'bus/', 'config/', 'filter/'],
 ];

@@ -153,7 +153,22 @@ export type ControlMsg =
    * channel (with presence members) it owns of the apps with webhooks, so the primary
    * re-decides their transitions (the crash rule, webhooks/ledger.ts).
    */
-  | { type: 'webhook_sync'; shard: number; channels: SyncChannel[] };
+  | { type: 'webhook_sync'; shard: number; channels: SyncChannel[] }
+  | FallbackMsg;
+
+/**
+ * HTTP fallback sessions (fallback/relay.ts): a session lives on its home shard (hashed from
+ * its id); a request for it that another shard accepted is relayed there.
+ */
+export type FallbackMsg =
+  /** A receiving request (stream or poll) held by shard `from` as `rid`. */
+  | { type: 'fb_recv'; from: number; rid: number; key: string; session: string; streaming: boolean; origin: string }
+  /** Home shard → the shard holding request `rid`: status (first write only), text, and whether it ends. */
+  | { type: 'fb_out'; rid: number; session: string; status: number; text: string; end: boolean }
+  /** The shard holding request `rid` → home shard: the request ended (client abort, shutdown). */
+  | { type: 'fb_gone'; session: string; rid: number; from: number }
+  /** An xhr_send's frames: answered { status, error }. */
+  | { type: 'fb_send'; req: number; from: number; key: string; session: string; frames: string[] };
 
 /** A webhook event as sent to receivers (the fields of PROTOCOL.md "Webhooks"; src/webhooks/events.ts). */
 export type WebhookEvent =

@@ -9,6 +9,8 @@
 // and `ws.publish` would publish nothing at all (e.g. a presence joiner whose member_added
 // goes out before its own subscribe). Otherwise the app publishes to everyone.
 
+import type { Fanout } from './fanout';
+
 /** What the exclusion needs of the excluded socket (a uWS WebSocket). */
 export interface ExcludedSocket {
   getUserData(): { closed: boolean };
@@ -16,11 +18,8 @@ export interface ExcludedSocket {
   publish(topic: string, message: string | Uint8Array, isBinary: boolean): boolean;
 }
 
-/** What it needs of the uWS app. */
-export interface TopicPublisher {
-  publish(topic: string, message: string | Uint8Array, isBinary: boolean): boolean;
-  numSubscribers(topic: string): number;
-}
+/** What it needs of the shard's fan-out (channels/fanout.ts): the uWS App, and the HTTP fallback sessions with it. */
+export type TopicPublisher = Fanout;
 
 /**
  * Publishes `message` to `topic`, skipping `sender` (undefined: nobody skipped). Returns
@@ -29,7 +28,7 @@ export interface TopicPublisher {
  */
 export function publishExcept(uws: TopicPublisher, topic: string, message: string | Uint8Array, sender: ExcludedSocket | undefined, count: boolean): number {
   if (sender !== undefined && !sender.getUserData().closed && sender.isSubscribed(topic)) {
-    sender.publish(topic, message, false);
+    uws.publishFrom(sender, topic, message);
     return count ? uws.numSubscribers(topic) - 1 : 0;
   }
   uws.publish(topic, message, false);

@@ -24,13 +24,13 @@
 // events without tags match no filter). The stage never takes a frame over: uWS's native
 // publish of the channel follows.
 
-import type { TemplatedApp } from 'uWebSockets.js';
 import { TAGS_ALL, type PublishFrame } from '../bus/messages';
 import type { CompiledFilter } from '../filter/compile';
 import { ChannelMatcher, type MatchEntry } from '../filter/matcher';
 import { parseTags } from '../filter/tags';
 import type { Meters } from '../metrics/meters';
 import { publishExcept } from './exclude';
+import type { Fanout } from './fanout';
 import type { InboundStage } from './publisher';
 
 /** What the stage needs of a socket (a uWS WebSocket). */
@@ -72,7 +72,7 @@ interface ChannelFilters {
 }
 
 export interface FilteredDeps<S> {
-  uws: Pick<TemplatedApp, 'publish' | 'numSubscribers'> | null;
+  uws: Fanout | null;
   sockets: ReadonlyMap<string, S>;
   meters: Meters;
 }

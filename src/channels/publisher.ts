@@ -15,7 +15,6 @@
 // of its channel (channels/interest.ts).
 
 import type { Logger } from 'pino';
-import type { TemplatedApp } from 'uWebSockets.js';
 import { BusFullError } from '../bus/errors';
 import { TAGS_ALL, type ControlMsg, type FrameTags, type PublishFrame } from '../bus/messages';
 import { metersFor, type Meters } from '../metrics/meters';
@@ -24,6 +23,7 @@ import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import type { CacheChannels } from './cache';
 import { publishExcept, type ExcludedSocket } from './exclude';
+import type { Fanout } from './fanout';
 import type { Interest } from './interest';
 import { ownerOf } from './owner';
 import { topicOf } from './topic';
@@ -85,8 +85,8 @@ export interface PublisherDeps {
   bus: PipelineBus;
   interest: Interest;
   shards: number;
-  /** The shard's uWS app and sockets (inbound); a thread without sockets passes null. */
-  uws: TemplatedApp | null;
+  /** The shard's native fan-out and sockets (inbound); a thread without sockets passes null. */
+  uws: Fanout | null;
   sockets: ReadonlyMap<string, LocalSocket>;
   cache?: CacheChannels | null;
   guard?: PublishGuard | null;

@@ -264,6 +264,18 @@ export const GlobalSchema = Type.Object({
     }),
     http_body_bytes_in_flight: int(64 * 1024 * 1024, 1024, { max: 2 ** 40, doc: 'Request-body bytes one shard reads at once (all API requests together); beyond: 503 with Retry-After: 1.', ours: true }),
   }, 'What one client (a socket, an HTTP request) can make one process hold or do (README, "Limits and hostile clients").'),
+  http_fallback: section({
+    enabled: bool(true, { doc: 'Serve pusher-js\'s HTTP fallback transports (xhr_streaming, xhr_polling) on the main listener (docs/fallback.md).', env: 'HTTP_FALLBACK_ENABLED', ours: true }),
+    path: Type.String({ pattern: '^(/[A-Za-z0-9._~-]+)+$', default: '/pusher', ...meta({
+      doc: 'Prefix of the endpoints: {path}/app/{key}/{server}/{session}/{xhr_streaming|xhr|xhr_send}; pusher-js uses /pusher.',
+      env: 'HTTP_FALLBACK_PATH', ours: true,
+      rule: 'must be a path like /pusher: one or more /segments of letters, digits and ._~- (no trailing /)',
+    }) }),
+    // pusher-js waits 30 s (pongTimeout) for any frame after its ping: a heartbeat must come sooner
+    heartbeat_interval: int(25, 1, { max: 29, doc: 'Seconds without a write before `h` is written to a stream (a poll is answered with it).', ours: true }),
+    disconnect_delay: int(5, 1, { max: 3600, doc: 'Seconds a session lives without a receiving request before it ends like a dropped connection.', ours: true }),
+    max_sessions: int(10_000, 1, { doc: 'Open sessions per process, at most; new ones answer 503 past it.', ours: true }),
+  }, 'pusher-js\'s HTTP fallback transports (PROTOCOL.md "HTTP fallback transports").'),
   history: section({
     driver: oneOf(['memory', 'redis', 'redis-cluster'], 'memory', { doc: 'Where history channels are numbered and kept (docs/history.md): memory (per process). redis and redis-cluster are refused in this build.', env: 'HISTORY_DRIVER' }),
     meta_ttl: int(86_400, 1, { doc: 'Seconds a channel\'s epoch and last serial outlive its last message while it has no subscribers.' }),

@@ -40,8 +40,8 @@
 //     sequencer's filter streams reach it.
 
 import type { Logger } from 'pino';
-import type { TemplatedApp } from 'uWebSockets.js';
 import type { ControlMsg, FilteredDelta, FrameTags, PublishFrame } from '../bus/messages';
+import type { Fanout } from '../channels/fanout';
 import type { FilteredSubscriptions } from '../channels/filtered';
 import type { InboundStage } from '../channels/publisher';
 import type { Interest } from '../channels/interest';
@@ -120,7 +120,7 @@ export type RegisterFilter = (op: 'add' | 'remove', app: string, channel: string
 
 export interface DeltaShardDeps {
   config: Config;
-  uws: TemplatedApp;
+  uws: Fanout;
   sockets: ReadonlyMap<string, Socket>;
   /** This shard's bits of the delta interest tables (one per algorithm). */
   interest: Record<Algo, Interest>;

@@ -58,6 +58,9 @@ const COUNTERS: Record<CounterName, Def> = {
   history_recoveries_total: { help: 'Subscriptions with a resume position (result: recovered, no_history, epoch_changed, too_old, too_many, invalid, unavailable)', labels: ['app_id', 'result'] },
   history_rewinds_total: { help: 'Subscriptions that were sent a rewind of stored messages', labels: ['app_id'] },
   idempotent_hits_total: { help: 'API publishes with an idempotency_key already seen in the window (answered with the first answer, not delivered again)', labels: ['app_id'] },
+  fallback_sessions_total: { help: 'HTTP fallback sessions opened (pusher-js xhr_streaming / xhr_polling)', labels: ['app_id'] },
+  fallback_requests_total: { help: 'HTTP fallback requests (transport: xhr_streaming, xhr, xhr_send, options)', labels: ['transport'] },
+  fallback_request_errors_total: { help: 'HTTP fallback requests answered with an error status (transport, status)', labels: ['transport', 'status'] },
 };
 
 const GAUGES: Record<GaugeName, Def> = {
@@ -72,6 +75,7 @@ const GAUGES: Record<GaugeName, Def> = {
   webhook_queue_size: { help: 'Webhook requests waiting to be sent or retried (sync queue driver)', labels: [] },
   history_messages: { help: 'Messages kept by the memory history store (summed over shards)', labels: [] },
   history_bytes: { help: 'Bytes counted against history.memory_budget_mb (summed over shards)', labels: [] },
+  fallback_sessions_active: { help: 'Open HTTP fallback sessions (also counted in connections_active)', labels: ['app_id'] },
 };
 
 const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {

@@ -35,7 +35,9 @@ export type CounterName =
   /** ours (history/): subscriptions that got a rewind */
   | 'history_rewinds_total'
   /** ours (history/): API publishes answered from the idempotency window (not delivered again) */
-  | 'idempotent_hits_total';
+  | 'idempotent_hits_total'
+  /** ours: HTTP fallback (fallback/): sessions opened, requests by transport, requests refused by transport and status */
+  | 'fallback_sessions_total' | 'fallback_requests_total' | 'fallback_request_errors_total';
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
@@ -47,7 +49,9 @@ export type GaugeName =
   /** ours: backend hooks: calls in flight (per shard, summed), shards whose breaker of an endpoint is open or half-open */
   | 'hook_calls_in_flight' | 'hook_breakers_open'
   /** ours (history/): messages and bytes kept by the memory history store */
-  | 'history_messages' | 'history_bytes';
+  | 'history_messages' | 'history_bytes'
+  /** ours: open HTTP fallback sessions (connections_active counts them too) */
+  | 'fallback_sessions_active';
 
 export type HistogramName = 'http_request_duration_seconds' | 'hook_duration_seconds';
 

@@ -14,6 +14,7 @@ import { ConnectionCounters } from '../channels/counters';
 import { bridgeOut } from '../channels/bridge';
 import { createClusterDirectory } from '../channels/cluster-directory';
 import { createBusDirectory, type ChannelDirectory } from '../channels/directory';
+import { nativeFanout } from '../channels/fanout';
 import { createFilteredSubscriptions, type FilteredSubscriptions } from '../channels/filtered';
 import { Interest } from '../channels/interest';
 import { createOwnerService, type OwnerService } from '../channels/owner-service';
@@ -42,6 +43,8 @@ import { deltaRoute } from '../delta/stage';
 import { coordinated, coordRoute } from '../delta/coord';
 import type { CacheStates } from '../delta/streams';
 import type { PresenceShadows } from '../channels/rebuild';
+import { createSessionTopics, type SessionTopics } from '../fallback/hub';
+import type { Fallback } from '../fallback/service';
 import type { ShardEvent, ShardInit } from './init';
 
 export interface ShardContext {
@@ -89,6 +92,10 @@ export interface ShardContext {
   stopping: boolean;
   /** Presence shadows of the failover (shard/failover.ts), bound once it is built. */
   shadows: PresenceShadows | null;
+  /** HTTP fallback sessions on topics (fallback/hub.ts): every native publish also visits them; null when http_fallback is off. */
+  readonly topics: SessionTopics | null;
+  /** HTTP fallback endpoints and sessions (fallback/service.ts), bound once the handlers exist; null when off. */
+  fallback: Fallback | null;
 }
 
 export function createShardContext(init: ShardInit, post: (e: ShardEvent) => void): ShardContext {
@@ -138,7 +145,11 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   // The live console's event tap (console/tap.ts): a pipeline stage only when the console is on.
   const tap = config.console.enabled ? createTap(shardId, post) : null;
   // Tag filtering (channels/filtered.ts): the filter visitor stage; null when disabled.
-  const filters = config.tag_filtering.enabled ? createFilteredSubscriptions<Socket>({ uws, sockets, meters: metersFor(metrics) }) : null;
+  // Native publishes: uWS topics, and the HTTP fallback sessions on them when enabled (fallback/hub.ts).
+  const native = nativeFanout(uws);
+  const topics = config.http_fallback.enabled ? createSessionTopics(native) : null;
+  const fanout = topics ?? native;
+  const filters = config.tag_filtering.enabled ? createFilteredSubscriptions<Socket>({ uws: fanout, sockets, meters: metersFor(metrics) }) : null;
   // Delta compression (delta/): this shard's delta sockets and the route to the sequencer (thread shards + 1).
   const deltaInit = init.delta;
   const deltaInterest = deltaInit && {
@@ -146,7 +157,7 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     xdelta3: new Interest(deltaInit.interest.xdelta3, shards, shardId),
   };
   const delta = deltaInit && deltaInterest ? createDeltaShard({
-    config, uws, sockets, interest: deltaInterest, out, log, metrics, guard: backpressure,
+    config, uws: fanout, sockets, interest: deltaInterest, out, log, metrics, guard: backpressure,
     states: (app, channel, filter) => bus.request<CacheStates & { conflation_key: string | null }>(deltaInit.sequencer, { type: 'delta_states', app, channel, ...(filter === undefined ? {} : { filter }) }),
     register: (op, app, channel, filter, algo) => bus.request(deltaInit.sequencer, { type: 'delta_filter', op, app, channel, filter, algo }),
     filters,
@@ -154,12 +165,12 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   backpressure.attach({ filters, delta });
 
   // The context is filled in below; the callbacks read it late (owner ↔ publisher ↔ webhooks).
-  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, tap, filters, delta, stopping: false, shadows: null } as Partial<ShardContext> as ShardContext;
+  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, tap, filters, delta, stopping: false, shadows: null, topics, fallback: null } as Partial<ShardContext> as ShardContext;
 
   // History channels (history/): numbered and kept by their owner shard; its stage sends their events there.
   const historySide = createShardHistorySide({ apps, shards, uws, sockets, bus, out, log: logOf('history'), metrics, publisher: () => ctx.publisher });
   const publisher = createPublisher({
-    bus, interest, shards, uws, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
+    bus, interest, shards, uws: fanout, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
     onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
     stages: {
       // cluster_coordination: the primary gets the event's position first (delta/coord.ts)

@@ -28,6 +28,11 @@ export function createControlHandler(ctx: ShardContext, failover: () => Failover
         return failover().restore(msg, from);
       case 'delta':
         return ctx.delta?.deliver(msg);
+      case 'fb_recv':
+      case 'fb_out':
+      case 'fb_gone':
+      case 'fb_send':
+        return ctx.fallback?.handle(msg, from);
       case 'reply':
         return; // settled by the bus itself
     }

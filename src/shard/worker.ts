@@ -6,6 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { registerRoutes } from '../http/router';
 import { createWsBehavior } from '../ws/connection';
+import { createFallback } from '../fallback/service';
 import { ownedState } from '../webhooks/shard';
 import { nameThread } from '../thread-name';
 import { createShardHooks } from '../hooks';
@@ -70,13 +71,19 @@ const behavior = createWsBehavior({
 });
 if (init.testHooks) {
   // test_crash {how: 'ws_message'}: the next WebSocket message throws inside uWS's callback.
-  const message = behavior.message!;
+  const message = behavior.message;
   behavior.message = (ws, m, isBinary) => {
     failover.throwInWsMessage();
     return message(ws, m, isBinary);
   };
 }
 uws.ws('/app/:key', behavior);
+// HTTP fallback sessions (fallback/): the same connection handlers as the WebSockets.
+ctx.fallback = ctx.topics && createFallback({
+  config, apps: ctx.apps, shardId, shards: ctx.shards, handlers: behavior, topics: ctx.topics, bus,
+  nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`, metrics: ctx.metrics, log: logOf('fallback'),
+});
+ctx.fallback?.register(uws);
 
 // After uws.ws(): uWS's publish segfaults on an App with no WebSocket route yet, and a
 // replacement shard (failover.ts) finds member events and publishes already in its rings.
@@ -101,6 +108,7 @@ const sweepTimer = setInterval(() => {
   behavior.sweep(now);
   ctx.delta?.sweep(now);
   ctx.history.sweep(now);
+  ctx.fallback?.sweep(now);
 }, 1000);
 
 /** The stop, bounded by shutdown_grace_period (shard/shutdown.ts). */
@@ -122,6 +130,7 @@ function shutdownNow(final: ShardEvent): void {
   clearInterval(sweepTimer);
   webhooks?.stop(); // what this turn reported goes to the primary before the bus stops
   hooks.close();
+  ctx.fallback?.stop(); // requests relayed to other shards' sessions get their 4200 here
   shutdown.run(final);
 }
 

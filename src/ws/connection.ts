@@ -15,6 +15,7 @@ import { createWsLimits } from './limits';
 import { createSubscriptions } from './subscribe';
 import type { Socket, SocketData } from './types';
 import type { AppConfig } from '../config/types';
+import type { AppRegistry } from '../apps/registry';
 import { sendFrame } from './send';
 import { clientIp } from '../http/ratelimit';
 
@@ -82,7 +83,32 @@ export function idleTimeoutFor(ws: { auto_ping: boolean; ping_interval: number }
   throw new RangeError(`no uWS idle timeout gives ping_interval ${ws.ping_interval}`);
 }
 
-export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & { sweep(now: number): void } {
+/**
+ * Why a connection to app key `key` from `origin` must be refused at open, or null. The
+ * one check for a WebSocket upgrade and an HTTP fallback session (fallback/).
+ */
+export function refusalOf(apps: AppRegistry, key: string, origin: string | null): { app: AppConfig | null; refuse: SocketData['refuse'] } {
+  const app = apps.byKey(key) ?? null;
+  let refuse: SocketData['refuse'] = null;
+  if (!app) refuse = { code: ErrorCode.AppNotFound, message: `App key ${key} does not exist` };
+  else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };
+  else if (!originAllowed(origin, app.allowed_origins)) refuse = { code: ErrorCode.Unauthorized, message: CloseMessage[ErrorCode.Unauthorized] ?? 'Origin not allowed' };
+  return { app, refuse };
+}
+
+/**
+ * The connection logic, for any Socket: uWS calls these for a WebSocket, fallback/ for an
+ * HTTP session (open once established, message per client frame, close once when it ends).
+ */
+export interface ConnectionHandlers {
+  open: (ws: Socket) => void;
+  message: (ws: Socket, message: ArrayBuffer | Uint8Array, isBinary: boolean) => void;
+  drain: (ws: Socket) => void;
+  close: (ws: Socket) => void;
+  sweep: (now: number) => void;
+}
+
+export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & ConnectionHandlers {
   const { config, apps, counters, sockets } = deps;
   const subs = createSubscriptions(deps);
   const clientEvent = createClientEvents(deps);
@@ -184,18 +210,13 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     try {
       key = decodeURIComponent(key);
     } catch { /* keep raw: it will not match an app */ }
-    const app = apps.byKey(key) ?? null;
-    const origin = originHeader.length > 0 ? originHeader : null;
-    let refuse: SocketData['refuse'] = null;
-    if (!app) refuse = { code: ErrorCode.AppNotFound, message: `App key ${key} does not exist` };
-    else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };
-    else if (!originAllowed(origin, app.allowed_origins)) refuse = { code: ErrorCode.Unauthorized, message: CloseMessage[ErrorCode.Unauthorized] ?? 'Origin not allowed' };
+    const { app, refuse } = refusalOf(apps, key, originHeader.length > 0 ? originHeader : null);
     const data = newSocketData(deps.nextSocketId(), app, refuse);
     if (!refuse && app!.hooks !== null && deps.hooks) {
       // what a hook sees of the connection (hooks/connection.ts); req is gone after the upgrade
       const forwardedFor = req.getHeader('x-forwarded-for') || null;
       const ip = clientIp({ ip: decoder.decode(res.getRemoteAddressAsText()), headers: { authorization: null, origin: null, contentLength: null, forwardedFor, connectionClose: false } }, config.rate_limiter.api.trust_hops);
-      deps.hooks.upgrade(data.id, { ip, origin, user_agent: req.getHeader('user-agent') || null });
+      deps.hooks.upgrade(data.id, { ip, origin: originHeader.length > 0 ? originHeader : null, user_agent: req.getHeader('user-agent') || null });
     }
     res.upgrade(data, secKey, proto, ext, context);
   }
@@ -223,7 +244,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       }
     },
 
-    open(ws) {
+    open(ws: Socket) {
       const d = ws.getUserData();
       const slot = d.refuse ? -1 : apps.index(d.app!);
       if (!d.refuse) d.refuse = limits.admit(); // limits.max_connections, then the app's quota
@@ -256,7 +277,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       if (deps.tap?.on(d.app!.id)) deps.tap.emit({ app: d.app!.id, kind: 'connection', op: 'open', socket_id: d.id });
     },
 
-    message(ws, message) {
+    message(ws: Socket, message: ArrayBuffer | Uint8Array) {
       const d = ws.getUserData();
       if (d.refuse) return;
       meters.bytesReceived.inc(message.byteLength);
@@ -274,11 +295,11 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
       onFrame(ws, d, text, now);
     },
 
-    drain(ws) {
+    drain(ws: Socket) {
       deps.backpressure.drained(ws);
     },
 
-    close(ws) {
+    close(ws: Socket) {
       const d = ws.getUserData();
       d.closed = true;
       deps.hooks?.closed(d);

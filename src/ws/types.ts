@@ -1,4 +1,4 @@
-import type { WebSocket } from 'uWebSockets.js';
+import type { RecognizedString } from 'uWebSockets.js';
 import type { AppConfig } from '../config/types';
 import type { ChannelType } from '../protocol/channels';
 import type { FilterHandle } from '../channels/filtered';
@@ -28,7 +28,7 @@ export interface Subscription {
 
 /** A signed-in socket's watchlist (ws/watchlist.ts). */
 export interface WatchState {
-  ws: WebSocket<SocketData>;
+  ws: Socket;
   /** Distinct watched user ids. */
   ids: string[];
   /** Per owner shard of some of the ids: its answer to `watch` is awaited, came, or never will. */
@@ -77,4 +77,26 @@ export interface SocketData {
   delta: SocketDelta | null;
 }
 
-export type Socket = WebSocket<SocketData>;
+/**
+ * A connection as the connection logic (ws/, channels/, delta/) sees it: the part of a uWS
+ * WebSocket it uses. A uWS WebSocket is one; an HTTP fallback session (fallback/session.ts)
+ * is the other, so subscribe, presence, client events, sign-in, limits and cleanup are
+ * written once for both.
+ */
+export interface Socket {
+  /** 0 queued behind backpressure, 1 sent, 2 dropped (over the queue's bound). */
+  send(message: RecognizedString, isBinary?: boolean, compress?: boolean): number;
+  /** Closes with a code and reason (the close handler runs). */
+  end(code?: number, shortMessage?: RecognizedString): void;
+  /** Cuts the connection at once (the close handler runs). */
+  close(): void;
+  cork(cb: () => void): unknown;
+  subscribe(topic: RecognizedString): boolean;
+  unsubscribe(topic: RecognizedString): boolean;
+  isSubscribed(topic: RecognizedString): boolean;
+  /** To every subscriber of the topic but this connection. */
+  publish(topic: RecognizedString, message: RecognizedString, isBinary?: boolean, compress?: boolean): boolean;
+  /** Bytes queued for the client and not yet written to the kernel. */
+  getBufferedAmount(): number;
+  getUserData(): SocketData;
+}

@@ -4,24 +4,10 @@
 // sides, member_added / member_removed), client events between the nodes.
 
 import t from 'tap';
-import type PusherJS from 'pusher-js';
-import type { Channel, PresenceChannel } from 'pusher-js';
-import { connected, pusherJs } from '../helpers/pusher-js';
+import type { PresenceChannel } from 'pusher-js';
+import { collect, connected, pusherJs, subscribed } from '../helpers/pusher-js';
 import { eventually, startServer } from '../helpers/server';
 import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
-
-const subscribed = (c: PusherJS, name: string): Promise<Channel> => new Promise((resolve, reject) => {
-  const ch = c.subscribe(name);
-  ch.bind('pusher:subscription_succeeded', () => resolve(ch));
-  ch.bind('pusher:subscription_error', (e: unknown) => reject(new Error(`subscription_error ${JSON.stringify(e)}`)));
-});
-
-/** Collects an event's data on a channel; `until(n)` resolves once n arrived. */
-function collect(ch: Channel, event: string) {
-  const got: unknown[] = [];
-  ch.bind(event, (d: unknown) => got.push(d));
-  return { got, until: (n: number, what: string) => eventually(() => got.length >= n, 10_000, what) };
-}
 
 for (const name of BACKENDS) {
   t.test(`${name}: pusher-js on two nodes`, async (t) => {

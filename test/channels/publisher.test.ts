@@ -6,6 +6,7 @@ import { createTopology, type BusTopology } from '../../src/bus/topology';
 import { createDoorbell } from '../../src/bus/doorbell';
 import { createRingBuffer, RingReader } from '../../src/bus/ring';
 import { CacheChannels } from '../../src/channels/cache';
+import { nativeFanout } from '../../src/channels/fanout';
 import { allocateInterest, Interest } from '../../src/channels/interest';
 import { createPublisher, type OutboundStage, type Outgoing, type Publisher } from '../../src/channels/publisher';
 import { ownerOf } from '../../src/channels/owner';
@@ -189,7 +190,7 @@ t.test('a publish during a delivery does not overwrite the frame being delivered
   const interest = new Interest(allocateInterest(1, 1 << 4), 1, 0);
   interest.add('app', 'ch');
   interest.add('app', 'other');
-  const publisher = createPublisher({ bus, interest, shards: 1, uws: {} as TemplatedApp, sockets: new Map(), log: noLog, out: (e) => e });
+  const publisher = createPublisher({ bus, interest, shards: 1, uws: nativeFanout({} as TemplatedApp), sockets: new Map(), log: noLog, out: (e) => e });
   const seen: string[] = [];
   let nested = false;
   bus.start({

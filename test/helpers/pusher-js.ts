@@ -2,8 +2,9 @@
 // channel authorizer playing the application's auth endpoint.
 
 import PusherJS from 'pusher-js';
+import type { Channel } from 'pusher-js';
 import { channelAuth } from '../../src/protocol/hmac';
-import { APP } from './server';
+import { APP, eventually } from './server';
 
 export interface PusherJsOptions {
   /** Presence channel_data this client authorizes with ({user_id, user_info}). */
@@ -44,4 +45,18 @@ export function connected(client: PusherJS, timeoutMs = 5000): Promise<string> {
       resolve(client.connection.socket_id);
     });
   });
+}
+
+/** Subscribes; resolves with the channel at pusher:subscription_succeeded, rejects at subscription_error. */
+export const subscribed = (c: PusherJS, name: string): Promise<Channel> => new Promise((resolve, reject) => {
+  const ch = c.subscribe(name);
+  ch.bind('pusher:subscription_succeeded', () => resolve(ch));
+  ch.bind('pusher:subscription_error', (e: unknown) => reject(new Error(`subscription_error ${JSON.stringify(e)}`)));
+});
+
+/** Collects an event's data on a channel; `until(n)` resolves once n arrived. */
+export function collect<T = unknown>(ch: Channel, event: string) {
+  const got: T[] = [];
+  ch.bind(event, (d: T) => got.push(d));
+  return { got, until: (n: number, what: string, ms = 10_000) => eventually(() => got.length >= n, ms, what) };
 }

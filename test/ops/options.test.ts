@@ -79,6 +79,11 @@ const CLAIMS: Record<string, Claim> = {
   'database.pooling.enabled': { refused: { database: { pooling: { enabled: true } } }, why: /database\.pooling\.enabled: .*keeps a node's publishes in order|database\.pooling\.enabled: .*no connection pool/ },
   'database.pooling.min': { refused: { database: { pooling: { min: 1 } } }, why: /database\.pooling\.min: .*no connection pool/ },
   'database.pooling.max': { refused: { database: { pooling: { max: 20 } } }, why: /database\.pooling\.max: .*no connection pool/ },
+  'http_fallback.enabled': { effect: ['src/shard/context.ts', 'config.http_fallback.enabled ? createSessionTopics(native) : null'] },
+  'http_fallback.path': { effect: ['src/fallback/service.ts', 'const base = `${fb.path}/app/:key/:server/:session`'] },
+  'http_fallback.heartbeat_interval': { effect: ['src/fallback/service.ts', 'fb.heartbeat_interval * 1000'] },
+  'http_fallback.disconnect_delay': { effect: ['src/fallback/service.ts', 'fb.disconnect_delay * 1000'] },
+  'http_fallback.max_sessions': { effect: ['src/fallback/service.ts', 'Math.ceil(fb.max_sessions / shards)'] },
   'tag_filtering.enabled': { effect: ['src/shard/context.ts', 'config.tag_filtering.enabled ? createFilteredSubscriptions'] },
   'tag_filtering.max_nodes': { effect: ['src/ws/subscribe.ts', 'parseFilter(raw, tf.max_nodes, '] },
   // limits (config/schema.ts; behaviour: test/e2e/hostile-limits.test.ts, hostile-http.test.ts)
