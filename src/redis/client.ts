@@ -61,12 +61,8 @@ const AUTH_REFUSED = /WRONGPASS|NOAUTH|invalid password|invalid username-passwor
  */
 export function redisFailure(client: Redis | Cluster): string | null {
   const f = failures.get(client);
-  return f?.error ? redisErrorText(f.error, f.keys) : null;
-}
-
-/** An error of a client of `keys` (the config keys of its credentials), for a person: a refusal of the credentials says so. */
-export function redisErrorText(error: string, keys: string): string {
-  return AUTH_REFUSED.test(error) ? `Redis refused the credentials: check ${keys} (${error})` : error;
+  if (!f?.error) return null;
+  return AUTH_REFUSED.test(f.error) ? `Redis refused the credentials: check ${f.keys} (${f.error})` : f.error;
 }
 
 /** The startup error's text: `cannot reach Redis at <where> within <ms> ms (<why>)`. */

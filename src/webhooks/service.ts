@@ -18,7 +18,7 @@ import { Ledger } from './ledger';
 import type { WebhookQueue } from './queue';
 import { RedisQueue } from './queue-redis';
 import { SyncQueue } from './queue-sync';
-import { redisErrorText, redisWhere } from '../redis/client';
+import { redisWhere } from '../redis/client';
 
 export type WebhookMsg = Extract<ControlMsg, { type: 'webhook' | 'webhook_sync' }>;
 
@@ -72,7 +72,7 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
     lambda.close();
     poster.close();
     throw new WebhookQueueUnavailable(`queue.driver redis: cannot use Redis at ${redisWhere(config.database.redis)} for the webhook queue ` +
-      `(${redisErrorText((err as Error).message, 'database.redis.username / password')})`);
+      `(${(queue instanceof RedisQueue ? queue.failure() : null) ?? (err as Error).message})`);
   } finally {
     clearTimeout(timer);
   }
