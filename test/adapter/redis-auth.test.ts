@@ -11,7 +11,7 @@
 import { Cluster, Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import type { ConfigInput } from '../../src/config';
-import { RedisCluster, RedisSentinelSet, RedisServer } from '../helpers/redis';
+import { redisCommand, RedisCluster, RedisSentinelSet, RedisServer } from '../helpers/redis';
 import { APP, eventually, RawClient, startServer, type TestServer } from '../helpers/server';
 import { startReceiver, type Receiver } from '../webhooks/receiver';
 
@@ -100,7 +100,6 @@ t.test('an ACL user (username + password; the default user is off)', async (t) =
     database: { redis: { host: '127.0.0.1', port: redis.port, username: user.name, password: user.password, key_prefix: PREFIX } },
   };
   t.match(await redis.command('PING').then(() => 'ok', (e: Error) => e.message), 'ok', 'the helper authenticates as the user');
-  const { redisCommand } = await import('../helpers/redis');
   t.match(await redisCommand(redis.port, 'PING'), /NOAUTH/, 'without credentials the server refuses');
   const inspect = new Redis({ port: redis.port, host: '127.0.0.1', username: user.name, password: user.password });
   t.teardown(() => inspect.disconnect());
