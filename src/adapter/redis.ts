@@ -14,8 +14,8 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisConfig } from '../config/types';
-import { redisClient, redisClusterClient, redisClusterWhere, redisWhere, type RedisClusterConfig } from '../redis/client';
-import { StateCell, withTimeout, type Transport, type TransportName } from './transport';
+import { redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere, type RedisClusterConfig } from '../redis/client';
+import { AdapterUnavailable, StateCell, withTimeout, type Transport, type TransportName } from './transport';
 
 type Client = Redis | Cluster;
 
@@ -53,7 +53,12 @@ class RedisTransport implements Transport {
     const ready = (c: Client) => c.status === 'ready'
       ? Promise.resolve()
       : new Promise<void>((resolve) => c.once('ready', () => resolve()));
-    await withTimeout(Promise.all([ready(this.pub), ready(this.sub)]), timeoutMs, this);
+    try {
+      await withTimeout(Promise.all([ready(this.pub), ready(this.sub)]), timeoutMs, this);
+    } catch (err) {
+      const why = redisFailure(this.pub) ?? redisFailure(this.sub);
+      throw why && err instanceof AdapterUnavailable ? new AdapterUnavailable(this.name, this.where, `no answer within ${timeoutMs} ms (${why})`) : err;
+    }
     this.state.set(true);
   }
 

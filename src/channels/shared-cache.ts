@@ -37,7 +37,7 @@
 
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { redisClient, redisClusterClient, redisClusterWhere, whenReady } from '../redis/client';
+import { redisClient, redisClusterClient, redisClusterWhere, redisUnreachable, whenReady } from '../redis/client';
 import { redisWhere } from '../config/redis';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
@@ -78,7 +78,6 @@ export class SharedCache {
   private readonly prefix: string;
   readonly where: string;
   private down = false;
-  private lastError: string | null = null;
   /** Reads in flight, by key: later askers share the answer. */
   private readonly reading = new Map<string, Promise<CachedMessage | null>>();
   /** Answers waiting for a bridged publish of the key (the adapter's copy of a fresh entry). */
@@ -104,14 +103,12 @@ export class SharedCache {
     const log = deps.log;
     // ioredis emits 'error' for every failed attempt: without a listener it would kill the thread
     this.client.on('error', (err: Error) => {
-      this.lastError = err.message;
       if (!this.down) log?.warn({ err: err.message, redis: this.where }, 'cache: Redis unreachable; cache channels answer from this node\'s memory');
       this.down = true;
     });
     this.client.on('ready', () => {
       if (this.down) log?.info({ redis: this.where }, 'cache: Redis reachable again');
       this.down = false;
-      this.lastError = null;
     });
   }
 
@@ -132,7 +129,7 @@ export class SharedCache {
   /** Resolves once connected; rejects with CacheUnavailable after timeoutMs. */
   ready(timeoutMs: number): Promise<void> {
     return whenReady(this.client, timeoutMs, () => new CacheUnavailable(`cache.driver ${this.driver}: ` +
-      `cannot reach Redis at ${this.where} within ${timeoutMs} ms` + (this.lastError ? ` (${this.lastError})` : '')));
+      redisUnreachable(this.client, this.where, timeoutMs)));
   }
 
   /**

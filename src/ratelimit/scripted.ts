@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { whenReady } from '../redis/client';
+import { redisUnreachable, whenReady } from '../redis/client';
 import type { RateLimiterDriver } from '../config/types';
 import { RateLimiterUnavailable, type Decision, type RateLimiter } from './types';
 
@@ -143,8 +143,7 @@ export abstract class ScriptedRateLimiter implements RateLimiter {
 
   ready(timeoutMs: number): Promise<void> {
     return whenReady(this.client, timeoutMs, () => new RateLimiterUnavailable(
-      `rate_limiter.driver ${this.driver}: cannot reach Redis at ${this.where} within ${timeoutMs} ms` +
-      (this.lastError ? ` (${this.lastError})` : '')));
+      `rate_limiter.driver ${this.driver}: ${redisUnreachable(this.client, this.where, timeoutMs)}`));
   }
 
   /**

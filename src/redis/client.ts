@@ -37,9 +37,46 @@ function commandTimeout(role: RedisRole): { commandTimeout?: number } {
   return ms === null ? {} : { commandTimeout: ms };
 }
 
+/** The last error a client (or, for a cluster, one of its nodes) met, and the config keys of its credentials. */
+const failures = new WeakMap<Redis | Cluster, { error: string | null; keys: string }>();
+
+function track<C extends Redis | Cluster>(client: C, keys: string): C {
+  const f = { error: null as string | null, keys };
+  failures.set(client, f);
+  // a Cluster's "Failed to refresh slots cache." carries the node's own error (lastNodeError)
+  const note = (err: Error & { lastNodeError?: Error }) => { f.error = err.lastNodeError?.message ?? err.message; };
+  client.on('error', note);
+  // a Cluster's own 'error' says only "Failed to refresh slots cache."; the node's says why
+  if (client instanceof Cluster) client.on('node error', note);
+  client.on('ready', () => { f.error = null; });
+  return client;
+}
+
+/** Redis's answers to credentials it refuses (requirepass, ACL users, a Sentinel's requirepass). */
+const AUTH_REFUSED = /WRONGPASS|NOAUTH|invalid password|invalid username-password|AUTH failed|ERR AUTH/i;
+
+/**
+ * Why a client that should be connected is not, for a startup error: the credentials
+ * refused (naming the config keys to check), else the last connection error, else null.
+ */
+export function redisFailure(client: Redis | Cluster): string | null {
+  const f = failures.get(client);
+  if (!f?.error) return null;
+  return AUTH_REFUSED.test(f.error) ? `Redis refused the credentials: check ${f.keys} (${f.error})` : f.error;
+}
+
+/** The startup error's text: `cannot reach Redis at <where> within <ms> ms (<why>)`. */
+export function redisUnreachable(client: Redis | Cluster, where: string, timeoutMs: number): string {
+  const why = redisFailure(client);
+  return `cannot reach Redis at ${where} within ${timeoutMs} ms` + (why ? ` (${why})` : '');
+}
+
 /** A client for one Redis or a Sentinel-managed master, from `database.redis`. */
 export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
-  return new Redis({
+  const keys = cfg.sentinels.length > 0
+    ? 'database.redis.sentinel_password (the Sentinels) and database.redis.username / password (the master)'
+    : 'database.redis.username / password';
+  return track(new Redis({
     ...redisTarget(cfg),
     enableOfflineQueue: role.queue,
     connectTimeout: CONNECT_TIMEOUT_MS,
@@ -48,12 +85,12 @@ export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
     retryStrategy: retryDelay,
     connectionName: `ringcast-${role.name}`,
     lazyConnect: role.lazy === true,
-  });
+  }), keys);
 }
 
 /** A Redis Cluster client from `database.redis_cluster`; `sharded`: it subscribes with SSUBSCRIBE. */
 export function redisClusterClient(cfg: RedisClusterConfig, role: RedisRole & { sharded?: boolean }): Cluster {
-  return new Cluster(cfg.nodes, {
+  return track(new Cluster(cfg.nodes, {
     enableOfflineQueue: role.queue,
     shardedSubscribers: role.sharded === true,
     clusterRetryStrategy: retryDelay,
@@ -69,7 +106,7 @@ export function redisClusterClient(cfg: RedisClusterConfig, role: RedisRole & { 
       maxRetriesPerRequest: role.queue ? null : 0,
       connectionName: `ringcast-${role.name}`,
     },
-  });
+  }), 'database.redis_cluster.username / password');
 }
 
 /** Where a `database.redis` client connects, for logs and errors. */

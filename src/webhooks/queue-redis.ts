@@ -25,7 +25,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisConfig } from '../config/types';
-import { redisClient } from '../redis/client';
+import { redisClient, redisFailure } from '../redis/client';
 import type { MetricsSink } from '../metrics/types';
 import type { Deliverer } from './deliver';
 import type { WebhookQueue } from './queue';
@@ -100,6 +100,11 @@ export class RedisQueue implements WebhookQueue {
 
   get size(): number {
     return this.inflight + this.pushes;
+  }
+
+  /** Why the queue's clients are not connected (the credentials refused, …), or null. */
+  failure(): string | null {
+    return redisFailure(this.cmd) ?? redisFailure(this.block);
   }
 
   async start(): Promise<void> {

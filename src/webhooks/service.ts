@@ -18,6 +18,7 @@ import { Ledger } from './ledger';
 import type { WebhookQueue } from './queue';
 import { RedisQueue } from './queue-redis';
 import { SyncQueue } from './queue-sync';
+import { redisWhere } from '../redis/client';
 
 export type WebhookMsg = Extract<ControlMsg, { type: 'webhook' | 'webhook_sync' }>;
 
@@ -70,8 +71,8 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
     await queue.stop(0);
     lambda.close();
     poster.close();
-    const r = config.database.redis;
-    throw new WebhookQueueUnavailable(`queue.driver redis: cannot use Redis at ${r.host}:${r.port} for the webhook queue (${(err as Error).message})`);
+    throw new WebhookQueueUnavailable(`queue.driver redis: cannot use Redis at ${redisWhere(config.database.redis)} for the webhook queue ` +
+      `(${(queue instanceof RedisQueue ? queue.failure() : null) ?? (err as Error).message})`);
   } finally {
     clearTimeout(timer);
   }

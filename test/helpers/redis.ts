@@ -32,15 +32,29 @@ function complete(buf: string): boolean {
   return n < 0 || Buffer.byteLength(buf) >= eol + 2 + n + 2;
 }
 
-/** Sends one inline command and resolves with the raw reply (or rejects). */
-export function redisCommand(port: number, command: string, timeoutMs = 1000): Promise<string> {
+/** Who a helper command authenticates as: a password (requirepass) or an ACL user and its password. */
+export interface RedisAuth {
+  username?: string;
+  password: string;
+}
+
+/**
+ * Sends one inline command and resolves with the raw reply (or rejects); with `auth`, an
+ * AUTH first (its +OK is not part of the reply; a refused AUTH is the reply).
+ */
+export function redisCommand(port: number, command: string, timeoutMs = 1000, auth?: RedisAuth): Promise<string> {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     let buf = '';
+    let authed = auth === undefined;
     const timer = setTimeout(() => { sock.destroy(); reject(new Error('redis command timed out')); }, timeoutMs);
-    sock.on('connect', () => sock.write(`${command}\r\n`));
+    sock.on('connect', () => sock.write(auth ? `AUTH ${auth.username ?? ''} ${auth.password}\r\n${command}\r\n` : `${command}\r\n`));
     sock.on('data', (d) => {
       buf += d.toString();
+      if (!authed && buf.startsWith('+OK\r\n')) {
+        authed = true;
+        buf = buf.slice(5);
+      }
       if (complete(buf)) {
         clearTimeout(timer);
         sock.end();
@@ -62,17 +76,34 @@ async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 10_00
   }
 }
 
+export interface RedisServerOptions {
+  /** requirepass (and masterauth: a replica or cluster peer authenticates with it too). */
+  password?: string;
+  /** An ACL user with every permission (`user <name> on ><password> ~* &* +@all`); the default user is then off. */
+  user?: { name: string; password: string };
+}
+
 export class RedisServer {
   private proc: ChildProcess | null = null;
 
-  private constructor(readonly port: number, readonly dir: string, private readonly extra: string[]) {}
+  private constructor(readonly port: number, readonly dir: string, private readonly extra: string[], readonly auth?: RedisAuth) {}
 
-  static async start(extra: string[] = []): Promise<RedisServer> {
+  static async start(extra: string[] = [], opts: RedisServerOptions = {}): Promise<RedisServer> {
     requireRedisBinaries();
     const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-redis-'));
-    const s = new RedisServer(await freePort(), dir, extra);
+    const args = [...extra];
+    if (opts.password !== undefined) args.push('--requirepass', opts.password, '--masterauth', opts.password);
+    if (opts.user) args.push('--user', opts.user.name, 'on', `>${opts.user.password}`, '~*', '&*', '+@all', '--user', 'default', 'off');
+    const auth = opts.user ? { username: opts.user.name, password: opts.user.password }
+      : opts.password !== undefined ? { password: opts.password } : undefined;
+    const s = new RedisServer(await freePort(), dir, args, auth);
     await s.resume();
     return s;
+  }
+
+  /** One command as the server's user (see redisCommand). */
+  command(command: string, timeoutMs = 1000): Promise<string> {
+    return redisCommand(this.port, command, timeoutMs, this.auth);
   }
 
   get running(): boolean {
@@ -91,7 +122,7 @@ export class RedisServer {
       '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
       '--dir', this.dir, '--logfile', path.join(this.dir, `redis-${this.port}.log`), ...this.extra,
     ]);
-    await until(`redis-server on port ${this.port}`, async () => (await redisCommand(this.port, 'PING')).startsWith('+PONG'));
+    await until(`redis-server on port ${this.port}`, async () => (await this.command('PING')).startsWith('+PONG'));
   }
 
   /** Kills the server (SIGKILL: an outage, not a clean shutdown) and waits for its exit. */
@@ -127,8 +158,8 @@ export class RedisCluster {
     return this.nodes.map((n) => n.port);
   }
 
-  /** Three masters, no replicas, all 16384 slots assigned, cluster_state:ok everywhere. */
-  static async start(): Promise<RedisCluster> {
+  /** Three masters, no replicas, all 16384 slots assigned, cluster_state:ok everywhere; `opts`: on every node. */
+  static async start(opts: RedisServerOptions = {}): Promise<RedisCluster> {
     requireRedisBinaries();
     const nodes: RedisServer[] = [];
     try {
@@ -136,13 +167,15 @@ export class RedisCluster {
         const port = await freePort();
         nodes.push(await RedisServer.start([
           '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000',
-        ]));
+        ], opts));
       }
-      const args = ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'];
+      const auth = nodes[0]!.auth;
+      const args = ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes',
+        ...(auth?.username ? ['--user', auth.username] : []), ...(auth ? ['-a', auth.password, '--no-auth-warning'] : [])];
       const r = spawnSync('redis-cli', args, { encoding: 'utf8', timeout: 30_000 });
       if (r.status !== 0) throw new Error(`redis-cli --cluster create failed: ${r.stderr || r.stdout}`);
       for (const n of nodes) {
-        await until(`cluster_state:ok on ${n.port}`, async () => (await redisCommand(n.port, 'CLUSTER INFO')).includes('cluster_state:ok'), 20_000);
+        await until(`cluster_state:ok on ${n.port}`, async () => (await n.command('CLUSTER INFO')).includes('cluster_state:ok'), 20_000);
       }
       return new RedisCluster(nodes);
     } catch (err) {
@@ -156,6 +189,13 @@ export class RedisCluster {
   }
 }
 
+export interface RedisSentinelOptions {
+  /** The sentinel's own requirepass (database.redis.sentinel_password). */
+  sentinelPassword?: string;
+  /** The master's and replica's requirepass (database.redis.password); the sentinel knows it (auth-pass). */
+  password?: string;
+}
+
 /**
  * A master, one replica and one redis-sentinel monitoring them as `mymaster` (quorum 1).
  * ringcast connects through the sentinel (database.redis.sentinels).
@@ -163,20 +203,22 @@ export class RedisCluster {
 export class RedisSentinelSet {
   private sentinel: ChildProcess | null = null;
 
-  private constructor(readonly master: RedisServer, readonly replica: RedisServer, readonly sentinelPort: number, readonly dir: string) {}
+  private constructor(readonly master: RedisServer, readonly replica: RedisServer, readonly sentinelPort: number, readonly dir: string,
+    private readonly opts: RedisSentinelOptions) {}
 
   static readonly NAME = 'mymaster';
 
-  static async start(): Promise<RedisSentinelSet> {
+  static async start(opts: RedisSentinelOptions = {}): Promise<RedisSentinelSet> {
     requireRedisBinaries();
     const r = spawnSync('redis-sentinel', ['--version'], { encoding: 'utf8' });
     if (r.error || r.status !== 0) {
       throw new Error('redis-sentinel is not installed: these tests need it. Run scripts/deps.sh (make test does) or apt-get install -y redis-sentinel.');
     }
-    const master = await RedisServer.start();
-    const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(master.port)]);
+    const server = { password: opts.password };
+    const master = await RedisServer.start([], server);
+    const replica = await RedisServer.start(['--replicaof', '127.0.0.1', String(master.port)], server);
     const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-sentinel-'));
-    const set = new RedisSentinelSet(master, replica, await freePort(), dir);
+    const set = new RedisSentinelSet(master, replica, await freePort(), dir, opts);
     await set.startSentinel();
     return set;
   }
@@ -188,11 +230,14 @@ export class RedisSentinelSet {
       `sentinel monitor ${RedisSentinelSet.NAME} 127.0.0.1 ${this.master.port} 1`,
       `sentinel down-after-milliseconds ${RedisSentinelSet.NAME} 1000`,
       `sentinel failover-timeout ${RedisSentinelSet.NAME} 5000`,
+      ...(this.opts.password !== undefined ? [`sentinel auth-pass ${RedisSentinelSet.NAME} ${this.opts.password}`] : []),
+      ...(this.opts.sentinelPassword !== undefined ? [`requirepass ${this.opts.sentinelPassword}`] : []),
     ].join('\n') + '\n');
     const proc = spawnServer('redis-sentinel', [conf]);
     this.sentinel = proc;
     await until(`redis-sentinel on ${this.sentinelPort}`, async () =>
-      (await redisCommand(this.sentinelPort, `SENTINEL get-master-addr-by-name ${RedisSentinelSet.NAME}`)).includes(String(this.master.port)));
+      (await redisCommand(this.sentinelPort, `SENTINEL get-master-addr-by-name ${RedisSentinelSet.NAME}`, 1000,
+        this.opts.sentinelPassword !== undefined ? { password: this.opts.sentinelPassword } : undefined)).includes(String(this.master.port)));
   }
 
   async stop(): Promise<void> {
