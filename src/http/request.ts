@@ -43,7 +43,7 @@ const decoder = new TextDecoder();
 // Header names and fixed header values handed to uWS as bytes: uWS copies every string
 // argument into a freshly malloc'd UTF-8 buffer (v8::String::Utf8Value) and frees it after
 // the call, while bytes are read in place. With 10,000 sockets' buffers in the heap those
-// mallocs showed up in perf (docs/performance.md). Names come from this code, so their
+// mallocs showed up in perf (docs/benchmarks.md). Names come from this code, so their
 // cache stays small; values are bytes when fixed or a number met before (bounded).
 const H_AUTHORIZATION = Buffer.from('authorization');
 const H_ORIGIN = Buffer.from('origin');
@@ -121,7 +121,7 @@ const MAX_BODY_BUFFER = 1024 * 1024;
  * A body that arrives in one chunk is handed over in a buffer reused by the next request:
  * valid during `done` only. Whoever keeps it past that (an answer that has to wait) calls
  * keepBody first (router.ts serve). Before, each body took a slice of Node's Buffer pool,
- * and a malloc'd 8 KiB pool every few dozen requests (docs/performance.md).
+ * and a malloc'd 8 KiB pool every few dozen requests (docs/benchmarks.md).
  */
 export function readBody(
   res: HttpResponse, limit: number, drainLimit: number, state: { aborted: boolean }, onTooLarge: () => void,
