@@ -131,7 +131,7 @@ export async function startChatServer(opts: ChatServerOptions): Promise<ChatServ
         // The SDK's RequestError: ringcast's answer, or why there was none.
         throw new BadRequest(502, e.status
           ? `ringcast answered ${e.status}: ${e.body ?? ''}`
-          : `cannot reach ringcast at ${opts.ringcastHost}:${opts.ringcastPort} (${e.error?.message ?? String(e)})`);
+          : `cannot reach ringcast at ${opts.ringcastHost}:${opts.ringcastPort} (${e.error?.message ?? 'no answer'})`);
       });
       res.writeHead(204).end();
     } else {
