@@ -262,7 +262,7 @@ async function main(): Promise<number> {
   // fresh server, soketi last and the order reversed every other round: the ceiling's
   // and ringcast's runs whose ratio is taken sit seconds apart, not minutes, so a slow
   // spell of this shared machine lands on both sides of that ratio more often than on
-  // one (docs/performance.md, "Measuring on a noisy machine").
+  // one (docs/benchmarks.md, "Measuring on a noisy machine").
   const runOrder = [...targets.filter((t) => t.name !== 'soketi'), ...targets.filter((t) => t.name === 'soketi')];
   const results = new Map<string, { round: number; result: Result }[]>();
   const errors = new Map<string, string[]>();

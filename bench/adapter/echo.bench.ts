@@ -1,6 +1,6 @@
 // What a node spends on each of its own publishes that the backend echoes back
 // (adapter/cluster.ts onPublish): every node receives its own publishes on the shared
-// subject and drops them. Before the eighth session the whole frame was decoded first
+// subject and drops them. It used to decode the whole frame first
 // (decodeNode: the node id, the delta byte, the publish frame's app, channel, except and
 // tags); now only the sender's id bytes are compared (isPublishFrom).
 //   npx tsc -p . && node dist/bench/adapter/echo.bench.js [iterations=2000000] [rounds=5]

@@ -1,7 +1,7 @@
 /*
  * PROTOTYPE for bench/bus/mpsc.bench.ts only: a multi-producer / single-consumer ring, to
  * measure what one ring per consumer would cost against one SPSC ring per pair
- * (docs/performance.md, "Ring memory at 16–32 threads"). Not used by the server.
+ * (docs/benchmarks.md, "Ring memory at 16–32 threads"). Not used by the server.
  *
  *  0              64                128                      128 + capacity
  *  ┌──────────────┬─────────────────┬──────────────────────────────────────┐

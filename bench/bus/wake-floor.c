@@ -1,5 +1,5 @@
 // wake-floor: what a cross-thread wake-up costs this machine's kernel, with no event loop,
-// no V8 and no libuv: the floor under bench/bus/wake.bench.ts (docs/performance.md, "The
+// no V8 and no libuv: the floor under bench/bus/wake.bench.ts (docs/benchmarks.md, "The
 // floor of the design"). A producer thread sleeps --gap µs, bumps a counter and wakes a
 // consumer thread, --wakes times; the consumer waits
 //   mode 0: on the counter with FUTEX_WAIT (what Atomics.wait does),

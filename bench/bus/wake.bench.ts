@@ -1,5 +1,5 @@
 // The CPU a cross-thread wake-up costs at a low, paced rate: the part of a cross-shard
-// publish hop that a single shard never pays (docs/performance.md, "CPU per publish
+// publish hop that a single shard never pays (docs/benchmarks.md, "CPU per publish
 // against the shard count"). A producer thread sends one wake-up every `gapMs` (as a
 // publish at 1,000/s does); the consumer thread drains a counter and goes back to sleep.
 // CPU is read per thread from /proc/thread-self/schedstat (nanoseconds on the CPU), so

@@ -23,7 +23,7 @@
 //  fan-out   the publisher as fast as the API answers (closed loop) for --fanout-seconds:
 //            delivered messages per second over all subscribers.
 //
-// Targets (issue 12): p50 overhead of two nodes ≤ 2 ms over one node; fan-out with two
+// Targets: p50 overhead of two nodes ≤ 2 ms over one node; fan-out with two
 // nodes ≥ 0.8× one node's. Every run checks that each subscriber got every publish of
 // the latency window (a lost message fails the run).
 //

@@ -1,4 +1,4 @@
-// What a delta costs where it is computed (docs/performance.md, "Delta compression"):
+// What a delta costs where it is computed (docs/benchmarks.md, "Delta compression"):
 // the same 1 KB order-book deltas computed inline (pool_size 0: on the sequencer thread)
 // and through the piscina pool (pool_size 1, 2), one at a time (a quiet channel: each
 // message waits for its delta) and with 64 in flight (a busy one).

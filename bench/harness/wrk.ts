@@ -4,7 +4,7 @@
 //
 // Why wrk and a pool: the Node publisher (publisher.ts) tops out near the rate a bare uWS
 // server answers on this machine, so it read the API ceiling low and flattered the
-// ratios (issue 9). wrk's Lua has no HMAC; rather than an HMAC-SHA256 and an MD5 in Lua
+// ratios. wrk's Lua has no HMAC; rather than an HMAC-SHA256 and an MD5 in Lua
 // (slower than the server's own check, and more code to trust), Node signs a pool of
 // distinct requests right before each run with the pusher SDK's own signer
 // (`createSignedQueryString`, exactly what the SDKs send) and wrk replays them in turn.

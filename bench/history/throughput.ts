@@ -58,7 +58,7 @@ async function main(): Promise<void> {
       const ws = new WebSocket(`ws://127.0.0.1:${server.port}/app/${APP.key}`);
       socks.push(ws);
       ws.on('error', reject);
-      ws.on('message', (raw) => {
+      ws.on('message', (raw: Buffer) => {
         const s = raw.toString();
         if (s.includes('subscription_succeeded')) return resolve();
         if (s.includes('connection_established')) {

@@ -1,4 +1,4 @@
-// Hostile clients at full size (issue 25's acceptance), against ringcast from this
+// Hostile clients at full size (the hostile-client acceptance), against ringcast from this
 // checkout's build in its own process (bench/targets/ringcast.ts), so that RSS is the
 // server's alone (VmRSS of its pid):
 //

@@ -6,7 +6,7 @@
 // Why CPU and not throughput: at 8 or 16 shards the threads outnumber this machine's
 // cores, so throughput would measure the scheduler. What a shard count costs is the CPU
 // the server spends per publish: with a publish written to every shard (the design
-// before interest routing, issue 9), each publish costs N−1 ring copies, decodes, native
+// before interest routing), each publish costs N−1 ring copies, decodes, native
 // publishes to an empty topic and thread wake-ups; with interest routing it should cost
 // about the same at 16 shards as at 1 (target ≤ 1.2×).
 //

@@ -37,7 +37,7 @@ export type NodeMsg =
    * `node`'s backend is reachable again; each node answers a '*' with its own, to `node`.
    * A part's whole state: the receiver forgets what it held of `node` in those channels and
    * is not listed. In parts of at most MEMBERS_PER_SYNC members / COUNTS_PER_SYNC counts
-   * (`first`, `last`), sent one after the other. Builds before the eighth session send
+   * (`first`, `last`), sent one after the other. Older builds send
    * neither `shard`, `shards`, `first` nor `last`: adds only.
    */
   | {

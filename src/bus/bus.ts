@@ -309,7 +309,7 @@ export class Bus {
    * Nothing held back and nothing waiting in any incoming ring or spill queue: a local
    * publish is then the newest frame this thread knows of, and drain() would deliver it
    * at once, alone. deliverNow() does that without the batch, stamp and sort (an API
-   * publish with no other traffic: docs/performance.md).
+   * publish with no other traffic: docs/benchmarks.md).
    */
   private quiet(): boolean {
     return this.order.heldCount === 0 && this.pausedUntil === 0 && !this.stopped && this.redrain === null && this.ends.idle();

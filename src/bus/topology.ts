@@ -9,7 +9,7 @@
 //   ring      256K   256K   256K    128K    128K     64K     64K      32K
 //   mesh      5 MiB  18     68      38      132      70      260      516
 //
-// Measured in docs/performance.md ("Ring memory at 16–32 threads"): a mesh is fully
+// Measured in docs/benchmarks.md ("Ring memory at 16–32 threads"): a mesh is fully
 // resident once traffic has passed over every ring; 128 KiB rings carry mixed publishes
 // nearly as fast as 256 KiB ones, 64 KiB at about 0.6–0.7×; below that size bursts go
 // to the writers' spill queues (JS heap) instead.

@@ -19,7 +19,7 @@
 // Why native topics and not ws.send per socket: a uWS call made from JavaScript outside a
 // uWS callback (the bus drains on Node's loop) costs ~10 µs of CPU here, so one per
 // delivery was 15x the CPU of the channel's own fan-out (bench/filters/,
-// docs/performance.md). The tags come from the frame header (bus/messages.ts): the
+// docs/benchmarks.md). The tags come from the frame header (bus/messages.ts): the
 // message is never parsed here. An untagged frame reaches no filtered socket (spec:
 // events without tags match no filter). The stage never takes a frame over: uWS's native
 // publish of the channel follows.

@@ -25,7 +25,7 @@
 // Why shard-kept bits and not the owner's records: the owner learns of a subscription
 // asynchronously; routing by its view would lose the publishes that overtake the `sub`
 // message. A bit the subscribing shard sets itself is visible before the client knows it
-// is subscribed, with no round trip. Measured in bench/shards/ (docs/performance.md).
+// is subscribed, with no round trip. Measured in bench/shards/ (docs/benchmarks.md).
 
 import { channelHash } from './topic';
 

@@ -164,7 +164,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     const message = m.message;
     // Encoded into a reused buffer: uWS copies what it publishes and the bus copies what it
     // keeps, so the bytes are only needed during the call. A Buffer per publish cost a slice
-    // of Node's 8 KiB pool and a malloc'd pool every few dozen (docs/performance.md). A
+    // of Node's 8 KiB pool and a malloc'd pool every few dozen (docs/benchmarks.md). A
     // publish made while one is delivering (a slow consumer closed during a publish, its
     // presence member_removed) gets its own Buffer.
     if (nested || 3 * message.length > MAX_SCRATCH) {

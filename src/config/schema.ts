@@ -223,7 +223,7 @@ export const GlobalSchema = Type.Object({
     max_channel_states_per_socket: int(100, 1, { doc: 'Channels with delta state per socket.' }),
     cluster_coordination: bool(false, { doc: 'Same delta bases on every node (needs a redis, redis-cluster or nats adapter).' }),
     omit_delta_algorithm: bool(false, { doc: 'Leave the algorithm out of delta messages.' }),
-    pool_size: int(0, 0, { max: 64, doc: 'Ours: piscina threads behind the delta sequencer; 0 computes on the sequencer thread (measured faster: docs/performance.md).' }),
+    pool_size: int(0, 0, { max: 64, doc: 'Ours: piscina threads behind the delta sequencer; 0 computes on the sequencer thread (measured faster: docs/benchmarks.md).' }),
   }, 'Delta compression (README, "Delta compression").'),
   webhooks: section({
     batching: section({

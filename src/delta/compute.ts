@@ -1,6 +1,6 @@
 // Where the deltas are computed: the sequencer thread itself (delta_compression.pool_size
 // 0, the default), or a piscina pool of pool_size threads behind it. Either way never a
-// shard. Measured (bench/delta/compute.bench.ts, docs/performance.md "Delta
+// shard. Measured (bench/delta/compute.bench.ts, docs/benchmarks.md "Delta
 // compression"): a 1 KB Fossil delta costs ~15–55 µs inline and ~75–150 µs through a
 // one-thread pool, whose per-task cost (structured clone both ways, a wake-up per task)
 // is larger than the delta itself; a pool only pays when one thread cannot keep up with

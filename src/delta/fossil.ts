@@ -6,7 +6,7 @@
 // update changes (`,"ts":17000000000` between a sequence number and a timestamp) go out
 // as literals. On the issue's bandwidth stream (bench/delta/delta.bench.ts) that is a
 // third of each delta and keeps a conflation-keyed stream above the 0.2× target; see
-// docs/performance.md "Delta compression" for the measurement.
+// docs/benchmarks.md "Delta compression" for the measurement.
 //
 // Format: `<target length>\n`, then commands — `<n>@<offset>,` copies n bytes of the base
 // from offset, `<n>:<n bytes>` inserts n literal bytes — then `<checksum>;`. Integers are

@@ -12,7 +12,7 @@
 export const OPEN = 'o\n';
 export const HEARTBEAT = 'h\n';
 
-/** pusher-js aborts a stream and reopens it on the same session past this many characters (http_request.ts MAX_BUFFER_LENGTH). */
+/** pusher-js aborts a stream and reopens it in that same HTTP session past this many characters (http_request.ts MAX_BUFFER_LENGTH). */
 export const CLIENT_STREAM_LIMIT = 256 * 1024;
 
 /** The fallback transports, as named in the URL. */

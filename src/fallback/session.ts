@@ -9,7 +9,7 @@
 //   2. A frame is written to at most one receiving request and then forgotten: never twice.
 //   3. A stream is written to until it holds more than CLIENT_STREAM_LIMIT characters, then
 //      no more: pusher-js aborts it once it has read everything past that limit and reopens
-//      on the same session, so whatever is queued after the limit waits for the new request
+//      in that same HTTP session, so whatever is queued after the limit waits for the new request
 //      (a write after it could be in flight when the client aborts, and lost).
 //   4. A poll is answered (ended) by the first write.
 //   5. Without a receiving request the queue grows up to `maxQueueBytes`, as a WebSocket's
@@ -80,7 +80,7 @@ export class Session implements Socket {
   }
 
   /**
-   * A receiving request for this session. A request already attached is ended with
+   * A receiving request for the HTTP session. A request already attached is ended with
    * c[2010] (for pusher-js it was aborted anyway: it reopens only after an abort).
    */
   attach(r: Receiver): void {

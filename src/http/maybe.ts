@@ -1,7 +1,7 @@
 // Values that are ready now or later. The API answers a request inside the uWS callback
 // when no step has to wait (memory or `none` rate limiter, no `info`): each `await` on a
 // ready value would cost microtask hops and push the answer out of the callback (uWS then
-// refuses pipelined requests behind it). docs/performance.md has the numbers.
+// refuses pipelined requests behind it). docs/benchmarks.md has the numbers.
 
 import type { MaybePromise } from '../ratelimit/types';
 

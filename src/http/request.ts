@@ -43,7 +43,7 @@ const decoder = new TextDecoder();
 // Header names and fixed header values handed to uWS as bytes: uWS copies every string
 // argument into a freshly malloc'd UTF-8 buffer (v8::String::Utf8Value) and frees it after
 // the call, while bytes are read in place. With 10,000 sockets' buffers in the heap those
-// mallocs showed up in perf (docs/performance.md). Names come from this code, so their
+// mallocs showed up in perf (docs/benchmarks.md). Names come from this code, so their
 // cache stays small; values are bytes when fixed or a number met before (bounded).
 const H_AUTHORIZATION = Buffer.from('authorization');
 const H_ORIGIN = Buffer.from('origin');
@@ -117,7 +117,7 @@ const MAX_BODY_BUFFER = 1024 * 1024;
  * valid during the callback that gets it only. Whoever keeps it past that (an answer that
  * has to wait) calls keepBody first (router.ts serve). Before, each body took a slice of
  * Node's Buffer pool, and a malloc'd 8 KiB pool every few dozen requests
- * (docs/performance.md). null when the chunk is longer than the reused buffer may grow.
+ * (docs/benchmarks.md). null when the chunk is longer than the reused buffer may grow.
  */
 export function sharedBodyCopy(chunk: ArrayBuffer): Buffer | null {
   const size = chunk.byteLength;

@@ -8,7 +8,7 @@
  * it came. So METHOD\nPATH\n and the query are written once into one buffer; the query's
  * fields are read from those bytes, the HMAC runs over a prefix of them, and both digests
  * are compared with the hex where it lies. No string is sliced or built per parameter
- * (each cost a megamorphic property load or two; docs/performance.md has the numbers).
+ * (each cost a megamorphic property load or two; docs/benchmarks.md has the numbers).
  *
  * An accelerator, not a second rule set: it answers "valid, signed with this key" or null
  * ("not decided here"), and on null the general check (api-auth.ts) decides and words the
@@ -18,7 +18,7 @@
  * (test/fuzz/api-auth.fuzz.test.ts) sends random layouts and mutations of SDK requests
  * through both and fails if it does. Kept with that test because it pays: without it the
  * routes spend 1.23× the CPU per signed publish (in-process bench, 8.9 vs 6.7 µs;
- * docs/performance.md, "Crypto from a library").
+ * docs/benchmarks.md, "Crypto from a library").
  */
 import { hmacSha256BytesMatch, md5BytesMatch } from './hmac';
 

@@ -17,7 +17,7 @@ const digestBytes = Buffer.alloc(32);
  * Whether src[off, off+len) is ASCII hex spelling `digest` (a 'binary' string). Every
  * byte is looked at whatever differs. The digest is first written out as bytes (one
  * native call): reading it with charCodeAt cost ~8 ns a character here, seven times the
- * byte loop (in-process bench, docs/performance.md).
+ * byte loop (in-process bench, docs/benchmarks.md).
  */
 export function hexBytesMatch(src: Uint8Array, off: number, len: number, digest: string): boolean {
   const n = digest.length;
@@ -43,7 +43,7 @@ const hexBytes = Buffer.alloc(64);
  * nothing about the digest), so the latin1 write that follows copies them exactly; both
  * run as native code. Reading the characters in JavaScript cost a megamorphic property
  * load per character, as the strings given (slices of a query) arrive in several
- * representations (docs/performance.md).
+ * representations (docs/benchmarks.md).
  */
 export function hexMatches(hex: string, digest: string): boolean {
   if (hex.length !== 2 * digest.length || hex.length > hexBytes.length || !HEX_ONLY.test(hex)) return false;

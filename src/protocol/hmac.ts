@@ -9,9 +9,9 @@
  * project's machine); 'binary' gives the digest as a latin1 string, one character per
  * byte, which hex.ts compares with the hex a request carries. HMAC is H((K ⊕ opad) ‖
  * H((K ⊕ ipad) ‖ m)) (RFC 2104) over pads made once per secret: two one-shots instead of
- * an Hmac object. This replaced hand-written JavaScript SHA-256/HMAC/MD5 (issue #9):
+ * an Hmac object. This replaced hand-written JavaScript SHA-256/HMAC/MD5:
  * the same CPU per signed publish in process, within 10 % through the real server; an
- * Hmac object per digest and @noble/hashes cost 1.3–1.6× (docs/performance.md, "Crypto
+ * Hmac object per digest and @noble/hashes cost 1.3–1.6× (docs/benchmarks.md, "Crypto
  * from a library"; bench/protocol/, bench/http/).
  */
 import crypto, { createHash, type BinaryLike } from 'node:crypto';

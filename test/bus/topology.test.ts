@@ -1,5 +1,5 @@
 // The ring mesh's shape: ring size derived from the thread count when bus.ring_bytes is
-// not set (docs/performance.md, "Ring memory at 16–32 threads").
+// not set (docs/benchmarks.md, "Ring memory at 16–32 threads").
 import t from 'tap';
 import { createDoorbell } from '../../src/bus/doorbell';
 import { HEADER_BYTES } from '../../src/bus/layout';

@@ -1,4 +1,4 @@
-// Hostile clients against one server (issue 25's acceptance, scaled down to run in
+// Hostile clients against one server (the hostile-client acceptance, scaled down to run in
 // seconds; the full-size run is bench/hostile/hostile.ts): an anonymous socket
 // subscribing to thousands of channels, sockets with 4,000-value `in` filters,
 // unauthenticated multi-MiB POSTs at once, a socket flooding frames while another pings

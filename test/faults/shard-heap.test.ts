@@ -1,6 +1,6 @@
 // Every shard's heap has its young generation capped at 12 MB (4 MB semi-spaces: new
 // space 8 MB after a full GC), however many shards start together (main.ts,
-// docs/performance.md "Idle RSS per connection").
+// docs/benchmarks.md "Idle RSS per connection").
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import t from 'tap';

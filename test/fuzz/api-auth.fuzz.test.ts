@@ -1,5 +1,5 @@
-// Differential fuzz of the two signed-request verifiers (issue 9, "Crypto from a
-// well-kept library"): the byte-level shortcut for the SDK's query layout
+// Differential fuzz of the two signed-request verifiers (docs/benchmarks.md,
+// "Crypto from a library"): the byte-level shortcut for the SDK's query layout
 // (src/protocol/api-auth-fast.ts, verifySdkLayout) and the general check
 // (src/protocol/api-auth.ts, verifyAnyLayout). Random query layouts — orders, key case,
 // percent-encoding, duplicates, extra and missing parameters, bad hex, wrong timestamps,

@@ -1,4 +1,4 @@
-// HTTP API fuzz (issue 3, "A fuzz test …"): random bodies, query strings, paths and
+// HTTP API fuzz: random bodies, query strings, paths and
 // headers at every route — most requests correctly signed over the mutated request (so
 // they get past auth and reach validation), some corrupted or unsigned — plus malformed
 // requests on raw sockets (request lines, headers, framing a client library cannot send).

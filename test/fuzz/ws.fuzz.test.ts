@@ -1,4 +1,4 @@
-// WebSocket fuzz (issue 3, "A fuzz test …"): random and mutated frames on a handful of
+// WebSocket fuzz: random and mutated frames on a handful of
 // parallel connections, plus random connection URLs. Bounded and seeded: FUZZ_SEED
 // overrides the seed, FUZZ_SCALE scales the case count.
 //

@@ -1,4 +1,4 @@
-// The hostile-client scenarios of issue 25, written once: the in-suite test
+// The hostile-client scenarios, written once: the in-suite test
 // (test/faults/hostile.test.ts, scaled down) and the benchmark (bench/hostile/hostile.ts,
 // full size, server in its own process) both run them. Each scenario reports what the
 // server answered, the server's RSS growth over it (`rss` says how to read it), and how

@@ -1,4 +1,4 @@
-// The complete backend of README "Backend hooks", run as written (only its port changed):
+// The complete backend of docs/hooks.md ("Guide"), run as written (only its port changed):
 // it admits presence members from its list and rewrites chat messages, behind pusher-js.
 
 import { spawn } from 'node:child_process';
@@ -11,9 +11,9 @@ import { freePort } from '../helpers/net';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 
-t.test('the README backend: a member not on the list is refused, a chat message is rewritten', async (t) => {
-  const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Backend hooks'));
+t.test('the documented backend: a member not on the list is refused, a chat message is rewritten', async (t) => {
+  const doc = readFileSync(path.join(ROOT, 'docs', 'hooks.md'), 'utf8');
+  const section = doc.slice(doc.indexOf('## Guide'));
   const code = /```js\n([\s\S]*?)```/.exec(section)![1];
   t.match(code, /\.listen\(3000, '127\.0\.0\.1'\)/);
   const port = await freePort();
