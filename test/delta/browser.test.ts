@@ -27,6 +27,7 @@ const FILES: Record<string, [string, string]> = {
   '/client/delta-core.js': [path.join(ROOT, 'client/delta-core.js'), 'text/javascript'],
   '/client/index.js': [path.join(ROOT, 'client/index.js'), 'text/javascript'],
   '/client/filter.js': [path.join(ROOT, 'client/filter.js'), 'text/javascript'],
+  '/client/recovery.js': [path.join(ROOT, 'client/recovery.js'), 'text/javascript'],
 };
 const PAGE = `<!doctype html><html><head>
 <script type="importmap">{"imports":{"fossil-delta":"/fossil-delta.js"}}</script>
