@@ -2,7 +2,7 @@
 # `make test`: lint (ESLint) and the import-boundary check, then the whole tap suite once
 # per shard count (RINGCAST_TEST_WORKERS), with V8 coverage in one of the runs and a floor
 # on the lines of src/ it covers. Every step runs even when an earlier one failed; each
-# check counts as one test in the closing line, "N passed, N failed".
+# check counts as one test in the closing line, "N passed, N failed, N skipped".
 #
 #   TEST_WORKER_MODES     shard counts to run the suite with (default "1 4")
 #   TEST_COVERAGE_WORKERS the run(s) that collect coverage and enforce the floor (default 4:
@@ -12,12 +12,12 @@
 #   TEST_JOBS             test files run at once (default 4 with workers 1, 3 with workers 4:
 #                         on 2 cores, most files wait on timers and sockets part of the time;
 #                         workers 1 went from 315 s to 258 s with 3)
-#   TEST_ONCE             a path pattern (grep -E) of test files that fix their own shard
-#                         counts (RINGCAST_TEST_WORKERS changes nothing for them): they run
-#                         in the coverage run only (default: the cluster suites, dist/test/adapter/,
-#                         the package install test, which starts `workers: 2` itself, the CLI
-#                         and logging tests, which start their own, and websocket.ping_interval,
-#                         which is uWS's per socket whatever the shard count)
+#   TEST_ONCE             0 runs every file in every run; otherwise a file that gives the same
+#                         run whatever the shard count runs in the coverage run only:
+#                         scripts/test-plan.mjs picks them (no path to test/helpers/server,
+#                         the one reader of RINGCAST_TEST_WORKERS, or a `// test-modes: once`
+#                         header saying why: the cluster suites, the fixed 4-shard fault
+#                         tests, the CLI and package tests, the fuzzers)
 # Arguments, if any, are the test files to run instead of all of dist/test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ coverage_modes=" ${TEST_COVERAGE_WORKERS:-4} "
 floor="${TEST_COVERAGE_FLOOR:-85}"
 files=("$@")
 [ ${#files[@]} -eq 0 ] && mapfile -t files < <(find dist/test -name '*.test.js' | sort)
-pass=0; fail=0; status=0; failed_checks=()
+pass=0; fail=0; skip=0; status=0; failed_checks=()
 started=$SECONDS
 
 # One non-tap check: its output as it runs, one pass or fail in the tally.
@@ -46,15 +46,16 @@ if [ "${TEST_CHECKS:-1}" != 0 ]; then
   check "import boundaries" node scripts/check-boundaries.mjs
 fi
 
-once="${TEST_ONCE-^dist/test/(adapter/|ops/(package|logging|ping-interval)\.test\.js$|cli/cli\.test\.js$|webhooks/redis-queue\.test\.js$|ratelimit/redis\.test\.js$|fuzz/(http|ws)\.fuzz\.test\.js$)}"
+once=()
+[ "${TEST_ONCE:-1}" != 0 ] && mapfile -t once < <(node scripts/test-plan.mjs --once "${files[@]}")
 for w in $modes; do
   echo "== tests with workers: $w"
   t0=$SECONDS
   log=$(mktemp)
   run=("${files[@]}")
-  if [[ -n "$once" && "$coverage_modes" != *" $w "* && "$modes" == *"${TEST_COVERAGE_WORKERS:-4}"* ]]; then
-    mapfile -t run < <(printf '%s\n' "${files[@]}" | grep -Ev "$once")
-    echo "-- (run in the coverage run only: $(( ${#files[@]} - ${#run[@]} )) file(s) matching $once)"
+  if [[ ${#once[@]} -gt 0 && "$coverage_modes" != *" $w "* && " $modes " == *"$coverage_modes"* ]]; then
+    mapfile -t run < <(node scripts/test-plan.mjs --each "${files[@]}")
+    echo "-- (run in the coverage run only: ${#once[@]} file(s) that give the same run whatever the shard count; scripts/test-plan.mjs)"
   fi
   if [ ${#run[@]} -eq 0 ]; then rm -f "$log"; echo "-- nothing to run with workers: $w"; continue; fi
   cov=()
@@ -65,11 +66,12 @@ for w in $modes; do
     cov=(env "NODE_V8_COVERAGE=$covdir")
   fi
   # (no `|| true` here: it would replace PIPESTATUS and hide tap's exit code)
-  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap --jobs="${TEST_JOBS:-$([ "$w" = 1 ] && echo 4 || echo 3)}" "${run[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E '^(not ok|ok|# )'
+  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap --jobs="${TEST_JOBS:-$([ "$w" = 1 ] && echo 4 || echo 3)}" "${run[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E "^(not ok|ok|# )"
   code=${PIPESTATUS[0]}
   summary=$(grep -E '^# \{ total: ' "$log" | tail -1)
   p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); f=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
-  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0}))
+  k=$(sed -nE 's/.*skip: ([0-9]+).*/\1/p' <<<"$summary"); td=$(sed -nE 's/.*todo: ([0-9]+).*/\1/p' <<<"$summary")
+  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0})); skip=$((skip + ${k:-0} + ${td:-0}))
   echo "-- tests with workers: $w took $((SECONDS - t0)) s"
   if [ "$code" -ne 0 ]; then
     status=1
@@ -87,6 +89,6 @@ done
 
 [ ${#failed_checks[@]} -eq 0 ] || echo "failed checks: ${failed_checks[*]}"
 echo "checks and suites took $((SECONDS - started)) s"
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ] || status=1
 exit $status

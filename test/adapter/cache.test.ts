@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // cache.driver redis / redis-cluster with real ringcast nodes (2 shards each) and a real
 // redis-server, Sentinel-managed master or 3-master redis cluster: the last event of a cache channel is shared by
 // the nodes through Redis, so a node that starts after the publish (or restarts) replays

@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // delta_compression.cluster_coordination when the coordinator dies (kill -9): node A's
 // events wait for a position at most 1 s, then A decides locally (counted) and keeps
 // deciding locally without waiting; once cluster health declares the coordinator failed,

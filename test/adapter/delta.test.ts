@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // A publish's `"delta": true|false` crosses nodes (channels/bridge.ts, adapter/wire.ts):
 // published on node A, it reaches a delta subscriber on node B as the publisher asked — a
 // full message for `"delta": false` where the configuration would send a delta, a delta

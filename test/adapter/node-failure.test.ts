@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // kill -9 of a node with presence members: the surviving node removes them (member_removed
 // once to its clients) within node_timeout_ms + cleanup_interval_ms, counts the failure,
 // and a node started again on the same port rejoins cleanly. The dying node is a real

@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // Presence across nodes through a backend outage (adapter/presence.ts), for the logic
 // backends: members that joined or left on either node while the backend was down reach
 // the other node's clients once it is back (member_added / member_removed, once each),

@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // Unmodified pusher-js clients connected to different nodes of a cluster, and the `pusher`
 // SDK publishing to one of them: what an application sees when a load balancer spreads
 // its users over the nodes. Public events, socket_id exclusion, presence (members on both

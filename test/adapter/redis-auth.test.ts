@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // The Redis connection options of `database.redis` and `database.redis_cluster` against
 // real password-protected servers: requirepass with `db`, an ACL user (username +
 // password, the default user off), a 3-master cluster whose nodes only know an ACL user,

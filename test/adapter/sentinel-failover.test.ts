@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // Two ringcast nodes on the redis adapter through Sentinel (database.redis.sentinels,
 // name): traffic flows, the master is killed (SIGKILL), the sentinel promotes the
 // replica, and the nodes find the new master by themselves (ioredis asks the sentinel

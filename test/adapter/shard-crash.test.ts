@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // A shard of a cluster node crashes while it owns a presence channel with members on
 // another node: its replacement gets the other nodes' members back from the primary
 // (before the survivors' restores), so the node's clients hear no false member_removed,

@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // Watchlists across nodes (adapter/watchlist.ts), for every backend: a user is online
 // while it has a signed-in connection on any node; each watcher, whatever its node, hears
 // `online` once when the first connection of the cluster signs in and `offline` once when

@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // Over NATS, which orders each publisher only, the oldest node decides every presence
 // webhook of the cluster (adapter/transitions.ts). A real ringcast node on a real
 // nats-server and a stand-in node that speaks on the same subjects through its own NATS

@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // Webhooks over a cluster, exactly once per cluster-wide transition, when two nodes make
 // the same transition at the same moment: the same users join one presence channel
 // through both nodes at once and leave at once; the same channels get their first

@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // Nodes of different cluster wire versions do not mix (adapter/wire.ts WIRE_VERSION): a
 // ringcast node on a real redis-server, and two stand-in nodes that speak on the same
 // subjects through their own ioredis client. The one whose heartbeat names our version

@@ -1,3 +1,4 @@
+// test-modes: once (the child servers set their own shard counts)
 // The `ringcast` command (bin/ringcast.js → dist/src/cli.js) run as a child process:
 // help, version, bad commands and configs, start → /up → SIGTERM / SIGINT drain, env
 // overrides. Needs `tsc` first (the bin loads dist/).

@@ -1,3 +1,4 @@
+// test-modes: once (4 shards whatever RINGCAST_TEST_WORKERS says)
 // A shard that crashes is replaced (docs/architecture.md, "Shard failure"); the delta
 // sequencer is rewired to the replacement like every survivor: delta clients on the other
 // shards keep decoding byte for byte, and clients of the replacement (publishing through

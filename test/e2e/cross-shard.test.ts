@@ -1,3 +1,4 @@
+// test-modes: once (4 shards whatever RINGCAST_TEST_WORKERS says)
 // Cross-shard behaviour: these tests force several shards (4, and 2 for the presence
 // scenario) whatever RINGCAST_TEST_WORKERS says. Many connections are opened so that
 // SO_REUSEPORT spreads them over the shards; the socket_id prefix (digits before the

@@ -1,3 +1,4 @@
+// test-modes: once (4 shards whatever RINGCAST_TEST_WORKERS says)
 // A shard that crashes is restarted; the records it owned are rebuilt from the survivors
 // (docs/architecture.md, "Shard failure"). These tests force 4 shards whatever
 // RINGCAST_TEST_WORKERS says, and turn the test hooks on (RINGCAST_TEST_HOOKS=1 before

@@ -1,3 +1,4 @@
+// test-modes: once (4 shards whatever RINGCAST_TEST_WORKERS says)
 // Watchlists across a shard crash (channels/users.ts, "Shard crash"): the users whose
 // signed-in connections were all on the crashed shard go offline once for the watchers on
 // the other shards, whichever shard owned them (a survivor, or the crashed one, whose

@@ -1,3 +1,4 @@
+// test-modes: once (in the workers-4 run, which covers the cross-shard paths too: the fuzz is the suite's longest file)
 // WebSocket fuzz: random and mutated frames on a handful of
 // parallel connections, plus random connection URLs. Bounded and seeded: FUZZ_SEED
 // overrides the seed, FUZZ_SCALE scales the case count.

@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // The publish hook on a 2-node cluster (redis adapter): the node that takes the API request
 // asks the backend once, before anything goes to the other node; a denied event reaches no
 // node, a replaced one reaches both nodes replaced.

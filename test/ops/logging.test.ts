@@ -1,3 +1,4 @@
+// test-modes: once (ringcast start as a child with 4 shards)
 // log.output_format, log.colors_enabled, log.include_target, and one destination for every
 // thread: `ringcast start` as a child process with 4 shards at level debug; clients
 // subscribe to many channels, so every shard logs (`channel occupied` by the channel's

@@ -1,3 +1,4 @@
+// test-modes: once (the installed server starts with workers: 2)
 // Install as a package: `npm pack` of this checkout (built: dist/ is what it ships), then
 // `npm install -g ./ringcast-<version>.tgz` into a temporary prefix, then the installed
 // `ringcast start --config FILE` serves a client and `ringcast check-config` works. npm

@@ -1,3 +1,4 @@
+// test-modes: once (uWS pings each socket on its own whatever the shard count)
 // websocket.auto_ping / websocket.ping_interval: uWS sends WebSocket ping frames after
 // ping_interval seconds without a frame from the client, and closes a client that does not
 // answer (ws/connection.ts idleTimeoutFor). uWS's timers tick every 4 s, so a ping comes

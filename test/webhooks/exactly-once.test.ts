@@ -1,3 +1,4 @@
+// test-modes: once (4 shards whatever RINGCAST_TEST_WORKERS says)
 // Exactly once per transition per process, with 4 shards whatever RINGCAST_TEST_WORKERS
 // says: presence joins on different shards, a user with two tabs on two shards, and a
 // shard crash (test hook, RINGCAST_TEST_HOOKS=1) with the crash rule of webhooks/ledger.ts.

@@ -1,3 +1,4 @@
+// test-modes: once (the child servers set their own shard counts)
 // queue.driver redis: at-least-once across a kill -9, and several nodes on one Redis. A
 // real redis-server on a free port, ringcast as child processes (bin/ringcast.js, as the
 // cli tests run it) with temp configs: a webhook the receiver has seen once (answered 503,
