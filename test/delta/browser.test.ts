@@ -8,56 +8,34 @@
 //    pusher-js instance.
 
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
-import t from 'tap';
-import { chromium } from 'playwright-core';
+import t, { type Test } from 'tap';
+import { CHROMIUM, PUSHER_JS_WEB, ROOT, launchChromium, serveSite } from '../helpers/browser';
 import { connected, pusherJs } from '../helpers/pusher-js';
 import { signedPost } from '../helpers/http';
 import { APP, startServer } from '../helpers/server';
 import { Books, rng } from './clients';
 
-const ROOT = path.resolve(__dirname, '../../..');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-
-const FILES: Record<string, [string, string]> = {
-  '/pusher.js': [path.join(ROOT, 'node_modules/pusher-js/dist/web/pusher.js'), 'text/javascript'],
-  '/fossil-delta.js': [path.join(ROOT, 'node_modules/fossil-delta/fossil-delta.js'), 'text/javascript'],
-  '/client/delta.js': [path.join(ROOT, 'client/delta.js'), 'text/javascript'],
-  '/client/delta-core.js': [path.join(ROOT, 'client/delta-core.js'), 'text/javascript'],
-  '/client/index.js': [path.join(ROOT, 'client/index.js'), 'text/javascript'],
-  '/client/filter.js': [path.join(ROOT, 'client/filter.js'), 'text/javascript'],
-  '/client/recovery.js': [path.join(ROOT, 'client/recovery.js'), 'text/javascript'],
-};
+const js = (file: string) => ({ file, type: 'text/javascript' });
 const PAGE = `<!doctype html><html><head>
 <script type="importmap">{"imports":{"fossil-delta":"/fossil-delta.js"}}</script>
 <script src="/pusher.js"></script></head><body></body></html>`;
 
-function serve(): Promise<http.Server> {
-  const srv = http.createServer((req, res) => {
-    const f = FILES[req.url ?? ''];
-    if (req.url === '/') {
-      res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE);
-    } else if (f) {
-      res.writeHead(200, { 'content-type': f[1] }).end(fs.readFileSync(f[0]));
-    } else {
-      res.writeHead(404).end();
-    }
-  });
-  return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve(srv)));
-}
+const serve = (t: Test): Promise<string> => serveSite(t, {
+  '/': { text: PAGE, type: 'text/html' },
+  '/pusher.js': js(PUSHER_JS_WEB),
+  '/fossil-delta.js': js(path.join(ROOT, 'node_modules/fossil-delta/fossil-delta.js')),
+  ...Object.fromEntries(['delta', 'delta-core', 'index', 'filter', 'recovery'].map((m) => [`/client/${m}.js`, js(path.join(ROOT, `client/${m}.js`))])),
+});
 
 const SKIP = { skip: fs.existsSync(CHROMIUM) ? false : `no ${CHROMIUM}` };
 
 t.test('client/delta.js in Chromium decodes Fossil deltas for channel.bind()', SKIP, async (t) => {
   const srv = await startServer({});
   t.teardown(() => srv.stop());
-  const web = await serve();
-  t.teardown(() => new Promise<void>((r) => web.close(() => r())));
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
-  t.teardown(() => browser.close());
+  const browser = await launchChromium(t);
   const page = await browser.newPage();
-  await page.goto(`http://127.0.0.1:${(web.address() as { port: number }).port}/`);
+  await page.goto(await serve(t));
   // a string, not a function: the test's TypeScript output would rewrite the import()
   await page.evaluate(`(async () => {
     const { withDeltaCompression } = await import('/client/delta.js');
@@ -89,12 +67,9 @@ t.test('client/delta.js in Chromium decodes Fossil deltas for channel.bind()', S
 t.test('client/index.js in Chromium: a tag-filtered subscription gets only the matching events', SKIP, async (t) => {
   const srv = await startServer({ tag_filtering: { enabled: true } });
   t.teardown(() => srv.stop());
-  const web = await serve();
-  t.teardown(() => new Promise<void>((r) => web.close(() => r())));
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
-  t.teardown(() => browser.close());
+  const browser = await launchChromium(t);
   const page = await browser.newPage();
-  await page.goto(`http://127.0.0.1:${(web.address() as { port: number }).port}/`);
+  await page.goto(await serve(t));
   // one pusher-js instance with both extensions: 'quotes' filtered (full messages, spec
   // "Tag filtering"), 'ticker' unfiltered with deltas
   await page.evaluate(`(async () => {

@@ -5,11 +5,11 @@
 
 import fs from 'node:fs';
 import t from 'tap';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { CHROMIUM, launchChromium } from '../helpers/browser';
 import { startChatServer } from '../../examples/chat-server';
 import { APP, startServer } from '../helpers/server';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const WAIT = { timeout: 20_000 };
 
 async function join(page: Page, url: string, name: string): Promise<void> {
@@ -31,8 +31,7 @@ t.test('two browser pages join, type and chat through the chat example', async (
   t.teardown(() => srv.stop());
   const chat = await startChatServer({ port: 0, ringcastHost: '127.0.0.1', ringcastPort: srv.port, publicHost: '127.0.0.1', appId: APP.id, key: APP.key, secret: APP.secret });
   t.teardown(() => chat.close());
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
-  t.teardown(() => browser.close());
+  const browser = await launchChromium(t);
   const url = `http://127.0.0.1:${chat.port}/`;
 
   const alice = await browser.newPage();

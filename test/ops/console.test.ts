@@ -4,11 +4,10 @@
 // receive it, see API and member events in the live log. A wrong token gets nothing
 // (401 on every /api route, checked over HTTP too); an app secret sees only its app.
 
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import type net from 'node:net';
 import t, { type Test } from 'tap';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { launchChromium, serveSite } from '../helpers/browser';
 import { ConfigError, loadConfig } from '../../src/config';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 
@@ -18,7 +17,6 @@ declare const document: any;
 declare const window: any;
 type HTMLOptionElement = { value: string };
 
-const CHROMIUM = '/usr/bin/chromium';
 const PUSHER_JS = require.resolve('pusher-js/dist/web/pusher.min.js');
 const TOKEN = 'console-token-0123456789';
 const OTHER = { id: 'other', key: 'other-key', secret: 'other-secret' };
@@ -37,20 +35,11 @@ function request(port: number, method: string, path: string, headers: Record<str
   });
 }
 
-/**
- * An app's own page with pusher-js, as a site would serve it: from 127.0.0.1 too (Chromium
- * blocks a page of no origin, such as about:blank, from opening sockets to loopback).
- */
-async function clientSite(t: Test): Promise<string> {
-  const js = readFileSync(PUSHER_JS);
-  const srv = http.createServer((req, res) => {
-    if (req.url === '/pusher.min.js') res.writeHead(200, { 'content-type': 'text/javascript' }).end(js);
-    else res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>app</title><script src="/pusher.min.js"></script>');
-  });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }));
-  return `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/`;
-}
+/** An app's own page with pusher-js, as a site would serve it: from 127.0.0.1 too. */
+const clientSite = (t: Test): Promise<string> => serveSite(t, {
+  '/pusher.min.js': { file: PUSHER_JS, type: 'text/javascript' },
+  '*': { text: '<!doctype html><title>app</title><script src="/pusher.min.js"></script>', type: 'text/html' },
+});
 
 /** Lines of the page's live log. */
 function logLines(page: Page): Promise<string[]> {
@@ -59,13 +48,6 @@ function logLines(page: Page): Promise<string[]> {
 
 async function waitLog(page: Page, text: string, timeout = 10_000): Promise<void> {
   await page.waitForFunction((s) => [...document.querySelectorAll('#log li')].some((li) => (li.textContent ?? '').includes(s)), text, { timeout });
-}
-
-async function launch(t: Test): Promise<Browser> {
-  // root in the test container: Chromium's sandbox needs a user namespace it may not get
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: process.getuid?.() === 0 ? ['--no-sandbox'] : [] });
-  t.teardown(() => browser.close());
-  return browser;
 }
 
 async function start(t: Test): Promise<{ srv: TestServer; port: number }> {
@@ -78,7 +60,7 @@ async function start(t: Test): Promise<{ srv: TestServer; port: number }> {
 
 t.test(`console in Chromium: log in, watch a pusher-js client, publish to it (workers ${WORKERS})`, async (t) => {
   const { srv, port } = await start(t);
-  const browser = await launch(t);
+  const browser = await launchChromium(t);
   const page = await browser.newPage();
   await page.goto(`http://127.0.0.1:${port}/`);
   await page.fill('#login-token', TOKEN);
@@ -169,7 +151,7 @@ t.test(`console in Chromium: log in, watch a pusher-js client, publish to it (wo
 
 t.test('a wrong token gets nothing', async (t) => {
   const { srv, port } = await start(t);
-  const browser = await launch(t);
+  const browser = await launchChromium(t);
   const page = await browser.newPage();
   await page.goto(`http://127.0.0.1:${port}/`);
   await page.fill('#login-token', 'not-the-token-0000000');
