@@ -17,6 +17,7 @@ const LAYERS = [
   ['main.ts', 'cli.ts', 'check-config.ts'],
   ['primary/'],
   ['shard/'],
+  ['reload/'],
   ['fallback/'],
   ['ws/', 'http/'],
   ['hooks/'],

@@ -7,7 +7,7 @@ import { ConfigError, loadConfig } from './config';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
-import { reloadOnSighup } from './primary/reloader';
+import { reloadOnSighup } from './reload/primary';
 
 const USAGE = `Usage:
   ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
@@ -88,7 +88,7 @@ export async function main(argv: string[]): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  const hup = reloadOnSighup(file, log); // SIGHUP reloads the apps from the same file (primary/reloader.ts)
+  const hup = reloadOnSighup(file, log); // SIGHUP reloads the apps from the same file (reload/primary.ts)
   let server;
   try {
     server = await start(config, log);

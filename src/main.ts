@@ -3,7 +3,6 @@
 import { randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
 import { initialSlots } from './apps/registry';
-import { slotCapacity } from './apps/reload';
 import { createTopology, type BusTopology } from './bus/topology';
 import { createDoorbell } from './bus/doorbell';
 import { createRingBuffer } from './bus/ring';
@@ -27,8 +26,9 @@ import { PromMetrics } from './metrics/registry';
 import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent } from './shard/init';
-import { freePort, spawnShard, stopShards, type ShardHandle } from './primary/spawn';
-import { createReloader, type ReloadResult } from './primary/reloader';
+import { askEvery, freePort, spawnShard, stopShards, type ShardHandle } from './primary/spawn';
+import { createReloader, type ReloadResult } from './reload/primary';
+import { slotCapacity, type AppsApplied } from './reload/plan';
 import { openConsole } from './primary/console';
 import { startPrimaryCluster } from './primary/cluster';
 import { StartedResources } from './primary/resources';
@@ -54,7 +54,7 @@ export interface RunningServer {
   /** The config in force (after a reload: with the reloaded apps). */
   readonly config: Config;
   /**
-   * Applies the apps of `next` in every shard (SIGHUP, see cli.ts and src/primary/reloader.ts): added,
+   * Applies the apps of `next` in every shard (SIGHUP, see cli.ts and src/reload/primary.ts): added,
    * removed (connections closed with 4001), disabled (4003), changed (connections stay).
    * Other settings are not reloaded (logged). Rejects, changing nothing, when `next` cannot be used.
    */
@@ -158,6 +158,10 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   return null;
 }
 
+/** A shard that does not confirm a reload's apps within this is logged; the reload goes on without it. */
+const RELOAD_APPLY_TIMEOUT_MS = 5000;
+const isApplied = (e: ShardEvent): e is AppsApplied => e.type === 'apps_applied';
+
 /** What shards send the primary over the bus: webhook reports (webhooks/shard.ts). */
 function primaryControl(msg: ControlMsg, webhooks: WebhookService | null, log: Logger): void {
   if ((msg.type === 'webhook' || msg.type === 'webhook_sync') && webhooks) return webhooks.handle(msg);
@@ -230,7 +234,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       resources.add('metrics listener', () => metricsServer?.close());
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
     }
-    const reloader = createReloader(config, started.base, () => started.handles, slotCapacity(config.apps.length), log);
+    const reloader = createReloader(config, started.base, (cmd) => askEvery(started.handles, cmd, isApplied, RELOAD_APPLY_TIMEOUT_MS), slotCapacity(config.apps.length), log);
     let consoleServer: ConsoleServer | null = null;
     if (config.console.enabled) {
       const cc = config.console;

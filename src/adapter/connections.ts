@@ -17,7 +17,7 @@ export const CONNECTION_COUNT_INTERVAL_MS = 100;
 export function shareConnectionCounts(deps: {
   cluster: ClusterNode;
   counters: ConnectionCounters;
-  /** App id → its slot in the counters (primary/reloader.ts keeps it current across reloads). */
+  /** App id → its slot in the counters (reload/primary.ts keeps it current across reloads). */
   slots: () => Readonly<Record<string, number>>;
   intervalMs?: number;
 }): { stop(): void } {

@@ -2,12 +2,12 @@
 // so a registry built from a structured clone of the config in a worker gives the same
 // answers as the primary's. index(app) is the app's slot in the shared per-app counters
 // (channels/counters.ts): at start, its position in config.apps (0..n-1); an app added by
-// a config reload (SIGHUP, apps/reload.ts) gets the next free slot, and a slot is never
+// a config reload (SIGHUP, reload/plan.ts) gets the next free slot, and a slot is never
 // reused for another id, so a connection counted before a reload releases the same slot.
 
 import type { AppConfig } from '../config/types';
 
-/** App id → slot in the shared per-app counters; the primary assigns them (apps/reload.ts). */
+/** App id → slot in the shared per-app counters; the primary assigns them (reload/plan.ts). */
 export type AppSlots = Readonly<Record<string, number>>;
 
 /** The slots of the apps a process starts with: their positions in config.apps. */

@@ -1,5 +1,5 @@
 // An app's hooks, compiled once per AppConfig object (a config reload hands the shards new
-// objects: shard/reload.ts, so the next call after a SIGHUP uses the new settings).
+// objects: reload/shard.ts, so the next call after a SIGHUP uses the new settings).
 
 import type { AppConfig, HookKind, HookSettings } from '../config/types';
 import { compilePatterns, type Matcher } from './patterns';

@@ -9,7 +9,7 @@ import { ConnectionCounters } from '../channels/counters';
 import { createBusDirectory } from '../channels/directory';
 import type { Config } from '../config/types';
 import { startConsole, type ConsoleServer } from '../console/server';
-import type { ReloadBase, Reloader } from './reloader';
+import type { ReloadBase, Reloader } from '../reload/primary';
 import type { ShardHandle } from './spawn';
 
 export interface ConsoleWiring {

@@ -80,6 +80,15 @@ export function eventOf(h: ShardHandle, pred: (e: ShardEvent) => boolean, ms: nu
   });
 }
 
+/** Posts `cmd` to every shard and resolves with each one's next event that `pred` accepts (null as eventOf), in shard order. */
+export function askEvery<E extends ShardEvent>(handles: readonly ShardHandle[], cmd: PrimaryCommand, pred: (e: ShardEvent) => e is E, ms: number): Promise<(E | null)[]> {
+  return Promise.all(handles.map((h) => {
+    const answer = eventOf(h, pred, ms);
+    h.worker.postMessage(cmd);
+    return answer;
+  }));
+}
+
 export function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle; ready: Promise<ShardEvent> } {
   // The shard's log lines come back whole over their own port (log.ts); the port closes with the thread.
   const logs = new MessageChannel();

@@ -5,7 +5,7 @@ import { deepFreeze } from '../config/freeze';
 import type { ShardContext } from './context';
 import type { Failover } from './failover';
 import { heapFigures, type PrimaryCommand, type ShardEvent } from './init';
-import { applyApps } from './reload';
+import { applyApps } from '../reload/shard';
 
 export function createCommandHandler(ctx: ShardContext, failover: Failover, shutdownNow: (final: ShardEvent) => void): (cmd: PrimaryCommand) => void {
   const { init, promMetrics, post, log, bus } = ctx;

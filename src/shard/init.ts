@@ -4,6 +4,7 @@ import type { BusTopology } from '../bus/topology';
 import type { AppConfig, Config } from '../config/types';
 import type { TapCommand, TapReport } from '../console/tap';
 import type { MetricsJson } from '../metrics/registry';
+import type { AppsApplied, AppsCommand } from '../reload/plan';
 import type { DeltaShardInit } from '../delta/init';
 
 /** workerData of a shard thread. */
@@ -13,7 +14,7 @@ export interface ShardInit {
    * (ratelimit/memory.ts) for the life of the process; the apps in force are `apps`.
    */
   config: Config;
-  /** The apps in force (config.apps until a reload changes them: apps/reload.ts) and their counter slots. */
+  /** The apps in force (config.apps until a reload changes them: reload/plan.ts) and their counter slots. */
   apps: AppConfig[];
   appSlots: Record<string, number>;
   shardId: number;
@@ -66,8 +67,8 @@ export type ShardEvent =
   | { type: 'restored'; channels: number; members: number; removed: number; added: number; timedOut: boolean }
   /** Answer to a `metrics` command: this shard's registry (PromMetrics.json(); [] when metrics are off). */
   | { type: 'metrics'; req: number; metrics: MetricsJson }
-  /** Answer to `apps`: the new apps are in force; `closed` connections of removed or disabled apps; `error` if refused. */
-  | { type: 'apps_applied'; closed: number; error: string | null }
+  /** Answer to `apps` (reload/plan.ts). */
+  | AppsApplied
   /** Live console: events of the watched apps (console/tap.ts). */
   | TapReport
   /** Answer to `test_pause_bus`: the pause is in force. */
@@ -78,8 +79,8 @@ export type ShardEvent =
 /** Primary → shard lifecycle messages. */
 export type PrimaryCommand =
   | { type: 'shutdown' }
-  /** Config reload: the apps now in force and their counter slots (shard/reload.ts); answer `apps_applied`. */
-  | { type: 'apps'; apps: AppConfig[]; slots: Record<string, number> }
+  /** Config reload (reload/shard.ts applies it); answer `apps_applied`. */
+  | AppsCommand
   /** Live console: the app ids watched now (console/tap.ts). */
   | TapCommand
   /** A /metrics scrape: answer with a `metrics` event carrying the same req. */

@@ -5,6 +5,7 @@
 // close of its last one (offline), wherever they are. Whether a user is online is decided
 // by the user's owner shard (channels/users.ts); this file tells the owners about this
 // shard's signed-in sockets and watchers, and hands the owners' events to the watchers.
+// Across nodes the owners also hear of other nodes' users: adapter/watchlist.ts.
 //
 // Order: a new watcher asks each owner of its watched users for the ones online (`watch`).
 // An event from that owner that reaches this shard before the answer describes an older

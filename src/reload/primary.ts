@@ -1,15 +1,13 @@
 // Primary side of a config reload (SIGHUP → cli.ts → RunningServer.reload): plans the
-// change of apps (apps/reload.ts), sends the new list to every shard and waits for each
-// to apply it (shard/reload.ts), and keeps it for shards started later (a restart after
+// change of apps (reload/plan.ts), sends the new list to every shard and waits for each
+// to apply it (reload/shard.ts), and keeps it for shards started later (a restart after
 // a crash gets the apps in force, not those of the start). One reload at a time.
 
 import type { Logger } from 'pino';
-import { planReload, type ReloadPlan } from '../apps/reload';
+import { planReload, type AppsApplied, type AppsCommand, type ReloadPlan } from './plan';
 import { deepFreeze, loadConfig } from '../config';
 import { assertSupported } from '../config/support';
 import type { AppConfig, Config } from '../config/types';
-import type { PrimaryCommand, ShardEvent } from '../shard/init';
-import { eventOf, type ShardHandle } from './spawn';
 
 export interface ReloadResult extends Omit<ReloadPlan, 'apps' | 'slots'> {
   /** Connections closed (removed or disabled apps), over every shard. */
@@ -22,11 +20,11 @@ export interface ReloadBase {
   appSlots: Record<string, number>;
 }
 
-/** A shard that does not answer within this is logged; the reload goes on without waiting. */
-const APPLY_TIMEOUT_MS = 5000;
-
-type Applied = Extract<ShardEvent, { type: 'apps_applied' }>;
-const isApplied = (e: ShardEvent): e is Applied => e.type === 'apps_applied';
+/**
+ * Sends `cmd` to every running shard and resolves with each shard's answer, in shard
+ * order: null for a shard that did not answer in time (main.ts, over primary/spawn.ts).
+ */
+export type Broadcast = (cmd: AppsCommand) => Promise<(AppsApplied | null)[]>;
 
 export interface Reloader {
   /** The config in force: the start's, with the apps of the last reload. */
@@ -35,23 +33,19 @@ export interface Reloader {
   reload(next: Config): Promise<ReloadResult>;
 }
 
-export function createReloader(start: Config, base: ReloadBase, handles: () => readonly ShardHandle[], capacity: number, log: Logger): Reloader {
+export function createReloader(start: Config, base: ReloadBase, broadcast: Broadcast, capacity: number, log: Logger): Reloader {
   let config = start;
   let chain: Promise<unknown> = Promise.resolve();
 
   async function run(next: Config): Promise<ReloadResult> {
     assertSupported(next);
     const plan = planReload(config, base.appSlots, next, capacity);
-    const cmd: PrimaryCommand = { type: 'apps', apps: plan.apps, slots: plan.slots };
+    const cmd: AppsCommand = { type: 'apps', apps: plan.apps, slots: plan.slots };
     // Kept before sending: a shard restarted from here on starts with the new apps.
     base.apps = plan.apps;
     base.appSlots = plan.slots;
     config = deepFreeze({ ...config, apps: plan.apps });
-    const answers = await Promise.all(handles().map((h) => {
-      const a = eventOf(h, isApplied, APPLY_TIMEOUT_MS);
-      h.worker.postMessage(cmd);
-      return a;
-    }));
+    const answers = await broadcast(cmd);
     let closed = 0;
     answers.forEach((a, shard) => {
       if (a === null) log.warn({ shard }, 'reload: a shard did not confirm the new apps in time');

@@ -1,4 +1,4 @@
-// A shard's side of a config reload (apps/reload.ts): swap the app registry, then walk
+// A shard's side of a config reload (reload/plan.ts): swap the app registry, then walk
 // this shard's sockets. A connection of a removed app (or of an app whose key changed:
 // the key it connected with is gone) is closed with 4001, of a disabled app with 4003,
 // each with the error frame first as at connect. Every other connection stays open and

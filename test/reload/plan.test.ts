@@ -1,10 +1,10 @@
-// The reload planner (apps/reload.ts) and the registry's swap (apps/registry.ts), without
+// The reload planner (reload/plan.ts) and the registry's swap (apps/registry.ts), without
 // threads: what counts as added / removed / changed / disabled, stable counter slots, the
 // slot capacity, and a registry swap that refuses a bad list without changing anything.
 
 import t from 'tap';
 import { AppRegistry, initialSlots } from '../../src/apps/registry';
-import { ReloadError, planReload, slotCapacity } from '../../src/apps/reload';
+import { ReloadError, planReload, slotCapacity } from '../../src/reload/plan';
 import { loadConfig, type AppInput } from '../../src/config';
 
 const cfg = (apps: AppInput[], extra: object = {}) => loadConfig({ env: {}, overrides: { apps, ...extra } });

@@ -1,13 +1,28 @@
-// Config reload of the apps (SIGHUP): what changes between the running config and the
-// one just read, and the counter slot of every app (apps/registry.ts). Pure: main.ts
-// sends the result to every shard (shard/reload.ts applies it there).
+// Config reload of the apps (SIGHUP), the plan: what changes between the running config
+// and the one just read, and the counter slot of every app (apps/registry.ts). Pure: the
+// primary's reloader (reload/primary.ts) sends the result to every shard (`apps`), which
+// applies it (reload/shard.ts) and answers `apps_applied`.
 //
 // Only the apps are reloaded. Every other setting (ports, workers, drivers, limits of the
 // server) is fixed at start: a difference there is named in the plan (`restartKeys`) and
 // logged, not applied.
 
-import type { AppSlots } from './registry';
+import type { AppSlots } from '../apps/registry';
 import type { AppConfig, Config } from '../config/types';
+
+/** Primary → shard: the apps now in force and their counter slots; answered by `apps_applied`. */
+export interface AppsCommand {
+  type: 'apps';
+  apps: AppConfig[];
+  slots: Record<string, number>;
+}
+
+/** Shard → primary: the new apps are in force; `closed` connections of removed or disabled apps; `error` if refused. */
+export interface AppsApplied {
+  type: 'apps_applied';
+  closed: number;
+  error: string | null;
+}
 
 export class ReloadError extends Error {
   readonly code = 'RC_ERR_RELOAD';
