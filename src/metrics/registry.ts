@@ -39,7 +39,7 @@ const COUNTERS: Record<CounterName, Def> = {
   rate_limit_exceeded_total: { help: 'Requests or events refused by a rate limit', labels: ['app_id', 'limit_type'] },
   rate_limiter_errors_total: { help: 'Rate limiter backend failures', labels: [] },
   adapter_publish_total: { help: 'Messages published to the multi-node adapter', labels: [] },
-  adapter_subscribe_total: { help: 'Adapter channel subscriptions', labels: [] },
+  adapter_subscribe_total: { help: 'Subjects this node subscribed to on the cluster backend', labels: [] },
   adapter_errors_total: { help: 'Multi-node adapter errors', labels: [] },
   cluster_nodes_failed_total: { help: 'Cluster nodes declared failed', labels: [] },
   cluster_heartbeat_failures_total: { help: 'Cluster heartbeats that failed', labels: [] },

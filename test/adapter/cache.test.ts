@@ -6,9 +6,10 @@
 // /up/{appId} says 503) without a crash or a hung subscribe, and a cache Redis that cannot
 // be reached at startup is a clear error.
 
-import t, { type Test } from 'tap';
+import t from 'tap';
 import type { ConfigInput } from '../../src/config';
 import { APP, eventually, RawClient, startServer, type Frame, type TestServer } from '../helpers/server';
+import { startNode, startNodePair } from '../helpers/cluster';
 import { rawRequest, signedGet, signedPost } from '../helpers/http';
 import { freePort } from '../helpers/net';
 import { RedisServer } from '../helpers/redis';
@@ -21,13 +22,6 @@ t.setTimeout(300_000);
 const NODE_WORKERS = 2;
 
 const data = (f: Frame): unknown => typeof f.data === 'string' ? JSON.parse(f.data) : f.data;
-
-/** A node of the cluster with the backend as adapter and as cache driver. */
-async function node(t: Test, cfg: ConfigInput): Promise<TestServer> {
-  const s = await startServer(cfg);
-  t.teardown(() => s.stop());
-  return s;
-}
 
 /** What a new subscriber of `channel` on `s` gets after subscription_succeeded: the replay or the miss. */
 async function replay(s: TestServer, channel: string): Promise<Frame> {
@@ -42,9 +36,7 @@ for (const name of ['redis', 'redis-cluster'] as const) {
     const backend: Backend = await startBackend(name);
     t.teardown(() => backend.stop());
     const cfg: ConfigInput = { ...backend.config(), cache: { driver: name }, workers: NODE_WORKERS };
-    const a = await node(t, cfg);
-    const b = await node(t, cfg);
-    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+    const [a, b] = await startNodePair(t, cfg);
 
     t.test('a publish on node A is the replay on node B, and on a node started after it', async (t) => {
       // several channels: with redis-cluster their keys land on different masters
@@ -54,7 +46,7 @@ for (const name of ['redis', 'redis-cluster'] as const) {
         const onB = await replay(b, channel);
         t.same([onB.event, data(onB)], ['price', { v: i }], `node B replays ${channel}`);
       }
-      const c = await node(t, cfg);
+      const c = await startNode(t, cfg);
       for (const [i, channel] of channels.entries()) {
         const onC = await replay(c, channel);
         t.same([onC.event, data(onC)], ['price', { v: i }], `the node started later replays ${channel} (from Redis)`);
@@ -80,7 +72,7 @@ for (const name of ['redis', 'redis-cluster'] as const) {
         t.equal(after.event, 'pusher:cache_miss', `${who}: a new subscriber gets cache_miss once it expired`);
       }
       // Redis's copy expired with it (PX): a node started now has nothing to replay
-      const c = await node(t, cfg);
+      const c = await startNode(t, cfg);
       t.equal((await replay(c, channel)).event, 'pusher:cache_miss', 'a node started after the expiry: cache_miss');
     });
 
@@ -127,13 +119,13 @@ t.test('a single node with cache.driver redis', async (t) => {
     await first.sdk().trigger('cache-restart', 'before', { v: 1 });
     t.equal((await replay(first, 'cache-restart')).event, 'before');
     await first.stop();
-    const second = await node(t, cfg);
+    const second = await startNode(t, cfg);
     const got = await replay(second, 'cache-restart');
     t.same([got.event, data(got)], ['before', { v: 1 }], 'the restarted node replays the event published before');
   });
 
   t.test('its Redis down: /up/{appId} names the cache driver, subscribes answer from memory', async (t) => {
-    const s = await node(t, cfg);
+    const s = await startNode(t, cfg);
     await s.sdk().trigger('cache-single-kept', 'k', { v: 1 });
     t.equal((await replay(s, 'cache-single-kept')).event, 'k');
     t.equal((await rawRequest(s.port, 'GET', `/up/${APP.id}`)).status, 200, '/up/{appId} 200 while Redis is up');
@@ -153,9 +145,9 @@ t.test('cache.driver redis through Sentinel: a node started after the publish re
   const backend = await startBackend('redis-sentinel');
   t.teardown(() => backend.stop());
   const cfg: ConfigInput = { ...backend.config(), cache: { driver: 'redis' }, workers: NODE_WORKERS };
-  const a = await node(t, cfg);
+  const a = await startNode(t, cfg);
   await a.sdk().trigger('cache-sentinel', 's', { v: 3 });
-  const b = await node(t, cfg);
+  const b = await startNode(t, cfg);
   const got = await replay(b, 'cache-sentinel');
   t.same([got.event, data(got)], ['s', { v: 3 }], 'replayed from the Sentinel-managed master');
 });

@@ -7,6 +7,7 @@
 
 import t, { type Test } from 'tap';
 import { APP, startServer, eventually, RawClient, type Frame, type TestServer } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { rawRequest, signedGet, signedPost } from '../helpers/http';
 import { settle } from '../helpers/settle';
 import { BACKENDS, startBackend, type Backend } from './backends';
@@ -20,12 +21,7 @@ async function twoNodes(t: Test, backend: Backend): Promise<[TestServer, TestSer
     ...backend.config(), workers: NODE_WORKERS, tag_filtering: { enabled: true },
     apps: [{ ...APP, subscription_count_events: true }, { ...LIMITED }],
   };
-  const a = await startServer(cfg);
-  t.teardown(() => a.stop());
-  const b = await startServer(cfg);
-  t.teardown(() => b.stop());
-  await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
-  return [a, b];
+  return startNodePair(t, cfg);
 }
 
 const data = (f: Frame): unknown => typeof f.data === 'string' ? JSON.parse(f.data) : f.data;

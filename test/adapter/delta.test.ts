@@ -7,7 +7,8 @@
 
 import t from 'tap';
 import { signedPost } from '../helpers/http';
-import { APP, eventually, startServer, type TestServer } from '../helpers/server';
+import { APP, type TestServer } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { Books, core, DeltaClient, rng } from '../delta/clients';
 import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 
@@ -23,11 +24,7 @@ for (const name of BACKENDS) {
     const backend = await startBackend(name);
     t.teardown(() => backend.stop());
     const cfg = { ...backend.config(), workers: 2, apps: [{ ...APP }], delta_compression: { full_message_interval: 10, min_message_size: 300 } };
-    const a = await startServer(cfg);
-    t.teardown(() => a.stop());
-    const b = await startServer(cfg);
-    t.teardown(() => b.stop());
-    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+    const [a, b] = await startNodePair(t, cfg);
 
     const plain = await DeltaClient.open(b, null);
     const c = await DeltaClient.open(b, new core.DeltaDecoder());

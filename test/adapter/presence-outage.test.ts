@@ -11,7 +11,8 @@
 
 import t, { type Test } from 'tap';
 import { signedGet } from '../helpers/http';
-import { APP, eventually, RawClient, startServer, type Frame } from '../helpers/server';
+import { APP, eventually, RawClient, type Frame } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 
 const data = (f: Frame): { user_id: string } => (typeof f.data === 'string' ? JSON.parse(f.data) : f.data) as { user_id: string };
@@ -44,11 +45,7 @@ for (const name of BACKENDS) {
     t.teardown(() => backend.stop());
     // default cluster health (30 s timeout): nobody is declared failed around the outage
     const cfg = { ...backend.config(), workers: 2, apps: [APP] };
-    const a = await startServer(cfg);
-    t.teardown(() => a.stop());
-    const b = await startServer(cfg);
-    t.teardown(() => b.stop());
-    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+    const [a, b] = await startNodePair(t, cfg);
 
     const channel = `presence-outage-${name}`;
     const wendy = await join(t, a.wsUrl(), channel, 'wendy'); // watches on node A

@@ -7,7 +7,8 @@
 import t from 'tap';
 import type { PresenceChannel } from 'pusher-js';
 import { collect, connected, pusherJs, subscribed } from '../helpers/pusher-js';
-import { eventually, startServer } from '../helpers/server';
+import { eventually } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 
 for (const name of BACKENDS) {
@@ -15,11 +16,7 @@ for (const name of BACKENDS) {
     const backend = await startBackend(name);
     t.teardown(() => backend.stop());
     const cfg = { ...backend.config(), workers: 2 };
-    const a = await startServer(cfg);
-    t.teardown(() => a.stop());
-    const b = await startServer(cfg);
-    t.teardown(() => b.stop());
-    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+    const [a, b] = await startNodePair(t, cfg);
     const sdk = a.sdk();
 
     t.test('an event published to node A reaches both, socket_id exclusion across nodes', async (t) => {

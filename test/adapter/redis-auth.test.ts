@@ -13,7 +13,8 @@ import { Cluster, Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import type { ConfigInput } from '../../src/config';
 import { redisCommand, RedisCluster, RedisSentinelSet, RedisServer } from '../helpers/redis';
-import { APP, eventually, RawClient, startServer, type TestServer } from '../helpers/server';
+import { APP, RawClient, startServer } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { startReceiver, type Receiver } from '../webhooks/receiver';
 
 t.setTimeout(240_000);
@@ -22,12 +23,6 @@ const NODE_WORKERS = 2;
 const PREFIX = 'rc-auth:';
 /** rate_limiter.api: a 60 s window per address, so its key is still there when the test looks. */
 const API_WINDOW = { max_requests: 1000, window_seconds: 60 };
-
-async function node(t: Test, cfg: ConfigInput): Promise<TestServer> {
-  const s = await startServer(cfg);
-  t.teardown(() => s.stop());
-  return s;
-}
 
 /** Every key of the prefix, through a client with the same credentials (a cluster: from every master). */
 async function keys(client: Redis | Cluster): Promise<string[]> {
@@ -45,9 +40,7 @@ async function keys(client: Redis | Cluster): Promise<string[]> {
  * was delivered. Returns the keys the inspecting client sees.
  */
 async function everythingWorks(t: Test, cfg: ConfigInput, inspect: Redis | Cluster, receiver?: Receiver): Promise<string[]> {
-  const a = await node(t, cfg);
-  const b = await node(t, cfg);
-  await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+  const [a, b] = await startNodePair(t, cfg);
   const onB = b.track(await RawClient.connect(b.wsUrl()));
   await onB.subscribe('cache-auth');
   await a.sdk().trigger('cache-auth', 'price', { v: 1 });

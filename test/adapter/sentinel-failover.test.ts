@@ -6,7 +6,8 @@
 // is 200 again on both nodes, and both nodes still see each other (nothing crashed).
 
 import t from 'tap';
-import { APP, startServer, eventually, RawClient, type Frame } from '../helpers/server';
+import { APP, eventually, RawClient, type Frame } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { rawRequest } from '../helpers/http';
 import { redisCommand, RedisSentinelSet } from '../helpers/redis';
 import { settle } from '../helpers/settle';
@@ -33,11 +34,7 @@ t.test('sentinel failover: the nodes follow the promoted replica', async (t) => 
     database: { redis: { sentinels: [{ host: '127.0.0.1', port: set.sentinelPort }], name: RedisSentinelSet.NAME } },
     workers: NODE_WORKERS,
   };
-  const a = await startServer(cfg);
-  t.teardown(() => a.stop());
-  const b = await startServer(cfg);
-  t.teardown(() => b.stop());
-  await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+  const [a, b] = await startNodePair(t, cfg);
 
   const ca = a.track(await RawClient.connect(a.wsUrl()));
   const cb = b.track(await RawClient.connect(b.wsUrl()));

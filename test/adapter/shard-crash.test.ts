@@ -9,7 +9,8 @@
 import t from 'tap';
 import { ownerOf } from '../../src/channels/owner';
 import { userOwnerOf } from '../../src/channels/users';
-import { APP, eventually, RawClient, startServer, type Frame, type TestServer } from '../helpers/server';
+import { APP, eventually, RawClient, type Frame, type TestServer } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { settle } from '../helpers/settle';
 import { startBackend } from './backends';
 
@@ -21,11 +22,7 @@ t.test('a crashed owner shard gets the other nodes\' members back', async (t) =>
   const backend = await startBackend('redis');
   t.teardown(() => backend.stop());
   const cfg = { ...backend.config(), workers: 2 };
-  const a = await startServer(cfg);
-  t.teardown(() => a.stop());
-  const b = await startServer(cfg);
-  t.teardown(() => b.stop());
-  await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+  const [a, b] = await startNodePair(t, cfg);
 
   const channel = 'presence-crash';
   const owner = ownerOf(APP.id, channel, 2);
@@ -81,11 +78,7 @@ t.test('a crashed user owner gets the other nodes\' online users back; its own u
   const backend = await startBackend('redis');
   t.teardown(() => backend.stop());
   const cfg = { ...backend.config(), workers: 2, apps: [{ ...APP, enable_watchlist_events: true }] };
-  const a = await startServer(cfg);
-  t.teardown(() => a.stop());
-  const b = await startServer(cfg);
-  t.teardown(() => b.stop());
-  await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+  const [a, b] = await startNodePair(t, cfg);
 
   const X = 0; // node A's shard that crashes
   const owned = (prefix: string) => {

@@ -20,6 +20,7 @@ import t, { type Test } from 'tap';
 import { userOwnerOf } from '../../src/channels/users';
 import { freePort } from '../helpers/net';
 import { APP, eventually, RawClient, startServer, type Frame, type TestServer } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { LOGIC_BACKENDS as BACKENDS, startBackend, type Backend } from './backends';
 import { HEALTH, startChild } from './child';
 
@@ -64,11 +65,7 @@ for (const name of BACKENDS) {
   t.test(`${name}: watchlist events count every node`, async (t) => {
     const backend = await startBackend(name);
     t.teardown(() => backend.stop());
-    const a = await startServer(nodeConfig(backend));
-    t.teardown(() => a.stop());
-    const b = await startServer(nodeConfig(backend));
-    t.teardown(() => b.stop());
-    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+    const [a, b] = await startNodePair(t, nodeConfig(backend));
 
     const onA = await connect(t, a.wsUrl());
     await signin(a, onA, { id: 'alice', watchlist: ['bob', 'carol'] });
@@ -157,11 +154,7 @@ for (const name of BACKENDS) {
     t.teardown(() => backend.stop());
     // default cluster health (30 s timeout): nobody is declared failed around the outage
     const cfg = { ...backend.config(), workers: 2, apps: [WATCH_APP] };
-    const a = await startServer(cfg);
-    t.teardown(() => a.stop());
-    const b = await startServer(cfg);
-    t.teardown(() => b.stop());
-    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+    const [a, b] = await startNodePair(t, cfg);
 
     const watcher = await connect(t, a.wsUrl());
     await signin(a, watcher, { id: 'wendy', watchlist: ['bob', 'carol'] });

@@ -11,7 +11,8 @@
 
 import t, { type Test } from 'tap';
 import { ownerOf } from '../../src/channels/owner';
-import { APP, eventually, RawClient, startServer, type TestServer } from '../helpers/server';
+import { APP, RawClient, type TestServer } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { startReceiver, type Receiver } from '../webhooks/receiver';
 import { LOGIC_BACKENDS as BACKENDS, startBackend } from './backends';
 
@@ -55,11 +56,7 @@ for (const name of BACKENDS) {
       ...backend.config(), workers: NODE_WORKERS, webhooks: { concurrency: 1 },
       apps: [{ ...APP, webhooks: [{ url: r.url, event_types: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }] }],
     };
-    const a = await startServer(cfg);
-    t.teardown(() => a.stop());
-    const b = await startServer(cfg);
-    t.teardown(() => b.stop());
-    await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+    const [a, b] = await startNodePair(t, cfg);
 
     t.test('the same users join through both nodes at once, then leave at once', async (t) => {
       const ch = `presence-race-${name}`;

@@ -46,8 +46,8 @@ function request(port: number, method: string, pathAndQuery: string, body: strin
   });
 }
 
-/** Sum of the /metrics series `name` (with the default prefix) whose labels include `labels`; 0 when absent. */
-export async function metric(metricsPort: number, name: string, labels: Record<string, string> = {}): Promise<number> {
+/** Sum of the /metrics series `prefix` + `name` whose labels include `labels`; 0 when absent. */
+export async function metric(metricsPort: number, name: string, labels: Record<string, string> = {}, prefix = 'ringcast_'): Promise<number> {
   const text = await new Promise<string>((resolve, reject) => {
     http.get({ host: '127.0.0.1', port: metricsPort, path: '/metrics', agent: false }, (res) => {
       const chunks: Buffer[] = [];
@@ -59,7 +59,7 @@ export async function metric(metricsPort: number, name: string, labels: Record<s
   let sum = 0;
   for (const line of text.split('\n')) {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
-    if (!m || m[1] !== `ringcast_${name}`) continue;
+    if (!m || m[1] !== prefix + name) continue;
     const got: Record<string, string> = {};
     for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) got[l[1]] = l[2];
     if (Object.entries(labels).every(([k, v]) => got[k] === v)) sum += Number(m[3]);

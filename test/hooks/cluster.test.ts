@@ -5,7 +5,8 @@
 
 import t from 'tap';
 import { startHookBackend } from '../helpers/hook-backend';
-import { APP, RawClient, eventually, startServer, type Frame } from '../helpers/server';
+import { APP, RawClient, type Frame } from '../helpers/server';
+import { startNodePair } from '../helpers/cluster';
 import { startBackend } from '../adapter/backends';
 
 const dataOf = (f: Frame) => (typeof f.data === 'string' ? JSON.parse(f.data) : f.data);
@@ -22,11 +23,7 @@ t.test('publish hook across two nodes: denied nowhere, replaced everywhere, call
     return { allow: true };
   };
   const cfg = { ...redis.config(), workers: 2, apps: [{ ...APP, hooks: { url: hooks.url, publish: { enabled: true } } }] };
-  const a = await startServer(cfg);
-  t.teardown(() => a.stop());
-  const b = await startServer(cfg);
-  t.teardown(() => b.stop());
-  await eventually(() => a.server.cluster!.nodes().length === 2 && b.server.cluster!.nodes().length === 2, 10_000, 'the nodes to see each other');
+  const [a, b] = await startNodePair(t, cfg);
   const ca = a.track(await RawClient.connect(a.wsUrl()));
   const cb = b.track(await RawClient.connect(b.wsUrl()));
   await ca.subscribe('room');
