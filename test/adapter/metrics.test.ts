@@ -1,3 +1,4 @@
+// test-modes: once (its nodes have fixed shard counts)
 // The adapter and cluster metrics on /metrics, each where it moves (docs/operations.md,
 // "Metrics"), on a real backend (redis-server, nats-server) with node A in this process
 // (metrics on, a prefix of its own) and node B a `ringcast start` child process:
