@@ -61,6 +61,12 @@ t.test('npm pack → npm install -g in a temporary prefix → ringcast start --c
   const bin = path.join(prefix, 'bin', 'ringcast');
   t.ok(existsSync(bin), 'ringcast is on the prefix\'s bin/');
   t.equal(execFileSync(bin, ['--version'], { env, encoding: 'utf8' }).trim(), VERSION);
+  // The browser/Node client modules resolve by the names docs/ use.
+  const pkgDir = path.join(prefix, 'lib', 'node_modules', 'ringcast');
+  const resolved = execFileSync(process.execPath, ['--input-type=module', '-e',
+    "for (const m of ['ringcast/client', 'ringcast/client/delta.js', 'ringcast/client/recovery.js']) console.log(import.meta.resolve(m))"],
+  { cwd: path.join(pkgDir, '..'), env: { ...env, NODE_PATH: '' }, encoding: 'utf8' }).trim().split('\n');
+  t.same(resolved.map((u) => path.relative(pkgDir, new URL(u).pathname)), ['client/index.js', 'client/delta.js', 'client/recovery.js'], 'ringcast/client and ringcast/client/*.js resolve');
 
   const port = await freePort();
   const app = { id: 'pkg-app', key: 'pkg-key', secret: 'pkg-secret' };
