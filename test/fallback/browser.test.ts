@@ -108,7 +108,7 @@ for (const { transport, option, label } of cases) {
     t.equal(await page.evaluate('window.p.connection.state'), 'connected', 'still connected');
     t.equal(await page.evaluate('window.p.connection.socket_id'), await page.evaluate('window.socketId'), 'the same connection throughout');
 
-    // the server saw the page's requests on the transport's endpoints, and one session
+    // the server saw the page's requests on the transport's endpoints, and a single HTTP session
     t.ok(await metric('fallback_requests_total', `transport="${label}"`) >= 1, `receiving requests on ${label}`);
     t.ok(await metric('fallback_requests_total', 'transport="xhr_send"') >= 3, 'xhr_send: the subscribes and the client event');
     t.ok(await metric('fallback_requests_total', 'transport="options"') >= 1, 'CORS preflights from the page\'s origin');
