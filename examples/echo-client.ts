@@ -83,6 +83,7 @@ const USERS: Record<string, User> = {
 
 // laravel-echo and client/recovery.js are ES modules: imported as such, past tsc's
 // CommonJS rewrite of import() (laravel-echo's CommonJS build does not load under Node 20).
+// eslint-disable-next-line @typescript-eslint/no-implied-eval
 const importEsm = new Function('s', 'return import(s)') as <T>(s: string) => Promise<T>;
 type RecoveryModule = Pick<typeof import('../client/index.js'), 'withRecovery'>;
 /** client/recovery.js, from dist/examples/ where this file runs. */
