@@ -29,6 +29,7 @@ import { pathToFileURL } from 'node:url';
 import type EchoType from 'laravel-echo';
 import Pusher from 'pusher';
 import PusherJS from 'pusher-js';
+import { runAgainstRingcast } from './cli';
 
 export interface EchoExampleOptions {
   host: string;
@@ -316,17 +317,4 @@ export async function run(opts: EchoExampleOptions): Promise<EchoExampleResult> 
   }
 }
 
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
-
-if (require.main === module) {
-  run({ host: arg('host') ?? '127.0.0.1', port: Number(arg('port') ?? 6001) }).then(
-    () => process.exit(0),
-    (err: Error) => {
-      console.error(`echo-client: ${err.message}`);
-      process.exit(1);
-    },
-  );
-}
+if (require.main === module) runAgainstRingcast('echo-client', run);

@@ -1,12 +1,12 @@
 // examples/echo-client.ts (Laravel Echo 2, broadcaster pusher), run against a test server
 // that keeps history as the shipped config.yaml says, instead of :6001.
 
-import net from 'node:net';
 import path from 'node:path';
 import Pusher from 'pusher';
 import t from 'tap';
 import { startAuthEndpoint, run } from '../../examples/echo-client';
 import { loadConfig } from '../../src/config';
+import { freePort } from '../helpers/net';
 import { APP, eventually, startServer } from '../helpers/server';
 
 const FROM_CONFIG_YAML = loadConfig({ file: path.resolve(__dirname, '..', '..', '..', 'config.yaml'), env: {} }).apps[0];
@@ -76,12 +76,6 @@ t.test('the example\'s auth endpoint refuses bad requests with a clear error', a
 });
 
 t.test('the example fails with a clear message when no server answers', async (t) => {
-  // A port nobody listens on.
-  const port = await new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
-  });
+  const port = await freePort(); // nobody listens on it
   await t.rejects(run({ host: '127.0.0.1', port, timeoutMs: 1500, log: () => undefined }), /no answer from ringcast/);
 });
