@@ -29,6 +29,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import Pusher from 'pusher';
+import { arg } from './cli';
 
 export const CHANNEL = 'presence-chat';
 export const MAX_NAME = 40;
@@ -157,11 +158,6 @@ export async function startChatServer(opts: ChatServerOptions): Promise<ChatServ
       server.close(() => resolve());
     }),
   };
-}
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
 if (require.main === module) {

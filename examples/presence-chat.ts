@@ -15,6 +15,7 @@
 import http from 'node:http';
 import Pusher from 'pusher';
 import PusherJS, { type Members, type PresenceChannel } from 'pusher-js';
+import { runAgainstRingcast } from './cli';
 
 export interface ExampleOptions {
   host: string;
@@ -159,17 +160,4 @@ export async function run(opts: ExampleOptions): Promise<ExampleResult> {
   }
 }
 
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
-
-if (require.main === module) {
-  run({ host: arg('host') ?? '127.0.0.1', port: Number(arg('port') ?? 6001) }).then(
-    () => process.exit(0),
-    (err: Error) => {
-      console.error(`presence-chat: ${err.message}`);
-      process.exit(1);
-    },
-  );
-}
+if (require.main === module) runAgainstRingcast('presence-chat', run);
