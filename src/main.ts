@@ -227,7 +227,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     if (primaryMetrics) {
       const m = config.metrics;
       metricsServer = await startMetricsServer({
-        host: m.host, port: m.port, prefix: m.prefix, log,
+        host: m.host, port: m.port, prefix: m.prefix, log, token: m.token,
         primary: primaryMetrics,
         shards: () => started.handles.map((h) => h.worker),
       }).catch((err: unknown) => rollback(new ListenError(`could not listen on ${m.host}:${m.port} for metrics: ${(err as Error).message}`)));

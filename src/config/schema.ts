@@ -163,6 +163,7 @@ export const GlobalSchema = Type.Object({
       pattern: '^([a-zA-Z_:][a-zA-Z0-9_:]*)?$', default: 'ringcast_',
       ...meta({ doc: 'Prefix of every metric name.', env: 'METRICS_PROMETHEUS_PREFIX', rule: 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)' }),
     }),
+    token: text('', { doc: 'Bearer token a scrape must send (`Authorization: Bearer <token>`, else 401); empty: /metrics is open to whoever reaches metrics.host.', env: 'METRICS_TOKEN', ours: true }),
   }, 'Prometheus metrics (README, "Metrics").'),
   console: section({
     enabled: bool(false, { doc: 'The live console: each app\'s connections, channels, members and events, and a form to publish.', env: 'CONSOLE_ENABLED', ours: true }),
