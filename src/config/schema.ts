@@ -225,6 +225,7 @@ export const GlobalSchema = Type.Object({
     cluster_coordination: bool(false, { doc: 'Same delta bases on every node (needs a redis, redis-cluster or nats adapter).' }),
     omit_delta_algorithm: bool(false, { doc: 'Leave the algorithm out of delta messages.' }),
     pool_size: int(0, 0, { max: 64, doc: 'Ours: piscina threads behind the delta sequencer; 0 computes on the sequencer thread (measured faster: docs/benchmarks.md).' }),
+    pool_max_queue: int(256, 1, { max: 65_536, doc: 'Ours: deltas waiting for a pool thread (pool_size > 0, piscina maxQueue); past it a message goes out in full (delta_pool_refused_total).' }),
   }, 'Delta compression (README, "Delta compression").'),
   webhooks: section({
     batching: section({
