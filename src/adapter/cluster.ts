@@ -268,7 +268,10 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   bridge.onLocal((f, delta) => {
     if (left) return; // after `bye`: the other nodes no longer count this one
     if (tx.publish(subj.pub, encodeNodePublish(id, f, delta))) metrics.inc('adapter_publish_total');
-    else metrics.inc('adapter_errors_total');
+    else {
+      metrics.inc('adapter_errors_total');
+      logLimited(log, 'warn', { backend: tx.name, channel: f.channel }, 'cluster: a publish was not sent to the other nodes: the backend is down or not answering');
+    }
   });
 
   tx.onState((up) => {
