@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages of the backends the test suite starts itself
-# (redis-server, redis-sentinel, nats-server) and the browser the live console's test
-# drives (chromium, test/ops/console.test.ts), only when one of their binaries is
-# missing: with everything present it does nothing (no apt-get update, no network).
+# Installs the Debian packages of every binary a test runs: the backends the suite starts
+# itself (redis-server, redis-sentinel, nats-server), the browser of the browser tests
+# (chromium), systemd-analyze (test/ops/service.test.ts), wrk (test/bench/wrk-pool.test.ts),
+# xdelta3 (test/delta/vcdiff.test.ts) and openssl (the TLS tests' certificates), only
+# when one of their binaries is missing: with everything present it does nothing (no
+# apt-get update, no network). A test whose binary is missing fails naming it, never
+# skips; test/ops/deps.test.ts checks that every binary a test runs is listed here.
 set -euo pipefail
 
 declare -A pkg_of=(
@@ -11,6 +14,10 @@ declare -A pkg_of=(
   [redis-sentinel]=redis-sentinel
   [nats-server]=nats-server
   [chromium]=chromium
+  [systemd-analyze]=systemd
+  [wrk]=wrk
+  [xdelta3]=xdelta3
+  [openssl]=openssl
 )
 
 missing=()

@@ -86,3 +86,42 @@ export function relayLogs(cfg: LogConfig, port: MessagePort): () => void {
 export function moduleLogger(log: Logger, cfg: LogConfig, module: string): Logger {
   return cfg.include_target ? log.child({ module }) : log;
 }
+
+/** At most one line per message per this many ms (logLimited). */
+export const LOG_LIMIT_INTERVAL_MS = 1000;
+
+interface LimitState { shownAt: number; suppressed: number; last: Record<string, unknown>; timer: NodeJS.Timeout | null }
+
+const limited = new WeakMap<Logger, Map<string, LimitState>>();
+
+/**
+ * A line that a storm could repeat once per item (a notice dropped on a full queue): at
+ * most one per `msg` and logger each LOG_LIMIT_INTERVAL_MS. The lines in between are
+ * counted, not written; when the interval ends with some counted, one more line (the same
+ * message) is written with the last one's fields and `suppressed: <count>`, so the lines' counts add
+ * up to every occurrence. The metric that counts the item (bus_full_total, …) stays exact.
+ */
+export function logLimited(log: Logger, level: 'warn' | 'error', obj: Record<string, unknown>, msg: string): void {
+  let byMsg = limited.get(log);
+  if (!byMsg) limited.set(log, byMsg = new Map<string, LimitState>());
+  const now = Date.now();
+  const s = byMsg.get(msg);
+  if (!s || (s.timer === null && now - s.shownAt >= LOG_LIMIT_INTERVAL_MS)) {
+    byMsg.set(msg, { shownAt: now, suppressed: 0, last: obj, timer: null });
+    log[level](obj, msg);
+    return;
+  }
+  s.suppressed++;
+  s.last = obj;
+  if (s.timer !== null) return;
+  const flush = () => {
+    s.timer = null;
+    if (s.suppressed === 0) return;
+    const n = s.suppressed;
+    s.suppressed = 0;
+    s.shownAt = Date.now();
+    log[level]({ ...s.last, suppressed: n }, msg);
+  };
+  s.timer = setTimeout(flush, Math.max(0, s.shownAt + LOG_LIMIT_INTERVAL_MS - now));
+  s.timer.unref();
+}

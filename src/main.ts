@@ -227,9 +227,10 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     if (primaryMetrics) {
       const m = config.metrics;
       metricsServer = await startMetricsServer({
-        host: m.host, port: m.port, prefix: m.prefix, log,
+        host: m.host, port: m.port, prefix: m.prefix, log, token: m.token,
         primary: primaryMetrics,
-        shards: () => started.handles.map((h) => h.worker),
+        // the shards, then the delta sequencer (delta_pool_refused_total)
+        shards: () => [...started.handles.map((h) => h.worker), ...(started.sequencer ? [started.sequencer.worker] : [])],
       }).catch((err: unknown) => rollback(new ListenError(`could not listen on ${m.host}:${m.port} for metrics: ${(err as Error).message}`)));
       resources.add('metrics listener', () => metricsServer?.close());
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');

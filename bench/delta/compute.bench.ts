@@ -27,7 +27,7 @@ function tasks(): DeltaTask[] {
 }
 
 async function measure(pool: number, inFlight: number, list: DeltaTask[]): Promise<number> {
-  const c = await createComputer(pool);
+  const c = await createComputer(pool, 256);
   try {
     for (let i = 0; i < 200; i++) await c.compute(list[i]); // warm
     const t0 = process.hrtime.bigint();

@@ -21,6 +21,7 @@ import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import type { Transport } from './transport';
 import { decodeNode, encodeNodeMsg, encodeNodePublish, isPublishFrom, Kind, publishSender, WIRE_VERSION, type NodeMsg } from './wire';
+import { logLimited } from '../log';
 
 export type ClusterHealth = Config['adapter']['cluster_health'];
 
@@ -234,7 +235,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       d = decodeNode(buf);
     } catch (err) {
       metrics.inc('adapter_errors_total');
-      log.warn({ err }, 'cluster: dropped a frame that is not a ringcast node frame');
+      logLimited(log, 'warn', { err }, 'cluster: dropped a frame that is not a ringcast node frame');
       return;
     }
     if (d.kind === Kind.Control) return onControl(d.msg);
@@ -245,7 +246,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       bridge.publish(f.app, f.channel, f.except, Buffer.from(f.message).toString(), typeof f.tags === 'string' ? f.tags : null, d.delta);
     } catch (err) {
       metrics.inc('adapter_errors_total');
-      if (err instanceof BusFullError) log.warn({ channel: f.channel }, 'cluster: a remote publish was dropped: the shards\' queues are full');
+      if (err instanceof BusFullError) logLimited(log, 'warn', { channel: f.channel }, 'cluster: a remote publish was dropped: the shards\' queues are full');
       else throw err;
     }
   }
@@ -267,7 +268,10 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   bridge.onLocal((f, delta) => {
     if (left) return; // after `bye`: the other nodes no longer count this one
     if (tx.publish(subj.pub, encodeNodePublish(id, f, delta))) metrics.inc('adapter_publish_total');
-    else metrics.inc('adapter_errors_total');
+    else {
+      metrics.inc('adapter_errors_total');
+      logLimited(log, 'warn', { backend: tx.name, channel: f.channel }, 'cluster: a publish was not sent to the other nodes: the backend is down or not answering');
+    }
   });
 
   tx.onState((up) => {

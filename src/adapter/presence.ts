@@ -31,6 +31,7 @@ import { ownerOf } from '../channels/owner';
 import type { ClusterNode } from './cluster';
 import { ClusterTransitions, type Emit } from './transitions';
 import type { ChannelCount, NodeMsg, Occupancy } from './wire';
+import { logLimited } from '../log';
 
 export interface PresenceBus {
   control(to: number, msg: ControlMsg): void;
@@ -150,7 +151,7 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
     try {
       bus.control(to, msg);
     } catch (err) {
-      log.error({ err, shard: to, type: msg.type }, 'cluster presence: a shard\'s queue is full; a remote member change is lost');
+      logLimited(log, 'error', { err, shard: to, type: msg.type }, 'cluster presence: a shard\'s queue is full; a remote member change is lost');
     }
   }
 

@@ -10,14 +10,30 @@
 // goes through one master in one order.
 //
 // While Redis is down a publish is refused at once (no offline queue): the message is
-// dropped and counted by the cluster, and local delivery goes on untouched.
+// dropped and counted by the cluster, and local delivery goes on untouched. A hung Redis
+// (connection open, nothing answered) is refused the same way once the publisher has
+// MAX_PUBLISHES_IN_FLIGHT commands unanswered or MAX_PUBLISH_BUFFER_BYTES waiting in its
+// socket: ioredis keeps every command it sent until its reply comes (the 1 s command
+// timeout rejects the promise, not the entry), so without the cap a hung Redis would hold
+// every publish of the outage. When Redis answers again, the queue drains and publishes
+// go out again.
 
-import type { Cluster, Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import type { RedisConfig } from '../config/types';
 import { redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere, type RedisClusterConfig } from '../redis/client';
 import { AdapterUnavailable, StateCell, withTimeout, type Transport, type TransportName } from './transport';
 
 type Client = Redis | Cluster;
+
+/** Commands a publisher may have sent that Redis has not answered; past it a publish fails fast. */
+export const MAX_PUBLISHES_IN_FLIGHT = 1024;
+/** Bytes a publisher may have waiting in its socket's buffer; past it a publish fails fast. */
+export const MAX_PUBLISH_BUFFER_BYTES = 8 * 1024 * 1024;
+
+/** The connections of a client: itself, or a Cluster's node clients. */
+function connections(c: Client): Redis[] {
+  return c instanceof Cluster ? c.nodes('all') : [c];
+}
 
 class RedisTransport implements Transport {
   /** One thread per server (or per Cluster shard of a subject): one order for all (transport.ts). */
@@ -62,8 +78,21 @@ class RedisTransport implements Transport {
     this.state.set(true);
   }
 
+  /** Commands sent by the publisher and not answered yet, and bytes not yet written to its socket. */
+  inFlight(): { commands: number; bytes: number } {
+    let commands = 0;
+    let bytes = 0;
+    for (const c of connections(this.pub)) {
+      commands += c.commandQueue.length;
+      bytes += (c.stream as { writableLength?: number } | undefined)?.writableLength ?? 0;
+    }
+    return { commands, bytes };
+  }
+
   publish(subject: string, data: Uint8Array): boolean {
     if (this.pub.status !== 'ready') return false;
+    const f = this.inFlight();
+    if (f.commands >= MAX_PUBLISHES_IN_FLIGHT || f.bytes >= MAX_PUBLISH_BUFFER_BYTES) return false;
     const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     (this.sharded ? this.pub.spublish(subject, bytes) : this.pub.publish(subject, bytes)).catch(() => undefined);
     return true;
@@ -91,7 +120,7 @@ class RedisTransport implements Transport {
   }
 }
 
-export function createRedisTransport(cfg: RedisConfig): Transport {
+export function createRedisTransport(cfg: RedisConfig): Transport & Pick<RedisTransport, 'inFlight'> {
   // the subscriber must queue its SUBSCRIBE until connected; the publisher never queues
   return new RedisTransport('redis', redisWhere(cfg),
     redisClient(cfg, { name: 'adapter-pub', queue: false }), redisClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null }));

@@ -26,7 +26,7 @@ export interface Transport {
   readonly where: string;
   /** Connects; rejects with a clear error after timeoutMs when the backend does not answer. */
   connect(timeoutMs: number): Promise<void>;
-  /** Fire and forget. false: not sent (the backend is down). */
+  /** Fire and forget. false: not sent (the backend is down, or, for Redis, too many publishes unanswered). */
   publish(subject: string, data: Uint8Array): boolean;
   /** Subscribes for the life of the transport (re-subscribed after reconnects). */
   subscribe(subject: string, handler: (data: Uint8Array) => void): Promise<void>;

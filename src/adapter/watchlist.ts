@@ -33,6 +33,7 @@ import type { Logger } from 'pino';
 import type { ControlMsg } from '../bus/messages';
 import { userOwnerOf } from '../channels/users';
 import type { ClusterNode, PeerMsg } from './cluster';
+import { logLimited } from '../log';
 
 type User = [app: string, userId: string];
 
@@ -69,7 +70,7 @@ export function startClusterWatchlists(deps: {
     try {
       bus.control(to, msg);
     } catch (err) {
-      log.error({ err, shard: to }, 'cluster watchlists: a shard\'s queue is full; a remote online / offline change is lost');
+      logLimited(log, 'error', { err, shard: to }, 'cluster watchlists: a shard\'s queue is full; a remote online / offline change is lost');
     }
   }
 

@@ -9,6 +9,7 @@ import type { ChannelInfo, ControlMsg, PresenceJoinReply, RequestBody } from '..
 import { metersFor } from '../metrics/meters';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { ownerOf } from './owner';
+import { logLimited } from '../log';
 
 export type ChannelList = [name: string, userCount: number | null][];
 export type MemberList = [userId: unknown, userInfo: unknown][];
@@ -59,7 +60,7 @@ export function createBusDirectory(deps: BusDirectoryDeps): ChannelDirectory {
       bus.control(to, msg);
     } catch (err) {
       if (err instanceof BusFullError) meters.busFullAt('owner');
-      log.error({ err, shard: to }, `could not tell the channel owner about ${what}`);
+      logLimited(log, 'error', { err, shard: to, what }, 'could not tell the channel owner: internal queue full or closed');
     }
   }
 

@@ -24,6 +24,7 @@ import { OwnerStore, userKey, type OwnerEvents } from './owner';
 import { RemoteCounts, RemotePresence } from './remote-presence';
 import type { Outgoing, Publisher } from './publisher';
 import { topicOf } from './topic';
+import { logLimited } from '../log';
 
 /** Owner messages this service answers (the rest of ControlMsg is the shard's business). */
 export type OwnerMsg = Extract<ControlMsg, { type: 'sub' | 'presence_join' | 'presence_leave' | 'channel_info' | 'channels_list' | 'members' | 'cache_set' | 'cache_get' | 'remote_member' | 'remote_count' | 'remote_node_gone' | 'local_presence' }>;
@@ -116,7 +117,7 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
         publisher.publishOne(msg);
       } catch (err) {
         meters.busFullAt('member_event');
-        log.error({ err, channel }, 'subscription_count not delivered: internal queue full');
+        logLimited(log, 'error', { err, channel }, 'subscription_count not delivered: internal queue full');
       }
     }, countDelay);
     timer.unref();

@@ -27,6 +27,7 @@ import type { Fanout } from './fanout';
 import type { Interest } from './interest';
 import { ownerOf } from './owner';
 import { topicOf } from './topic';
+import { logLimited } from '../log';
 
 /** What a message is: only `api` events are cached (cache channels) and counted as API publishes. */
 export type MessageKind = 'api' | 'client' | 'member' | 'count' | 'user';
@@ -231,7 +232,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
           bus.control(s, m);
         } catch (err) {
           if (err instanceof BusFullError) meters.busFullAt('member_event');
-          log.error({ err, channel: m.channel, shard: s }, 'member event not delivered: internal queue full');
+          logLimited(log, 'error', { err, channel: m.channel, shard: s }, 'member event not delivered: internal queue full');
         }
       }
     },

@@ -8,6 +8,7 @@ import { metersFor } from '../metrics/meters';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import type { DirectoryBus } from './directory';
 import { userOwnerOf } from './users';
+import { logLimited } from '../log';
 
 export interface UserDirectory {
   /** The owner of a user (group watchlists by it). */
@@ -29,7 +30,7 @@ export function createUserDirectory(deps: { bus: Omit<DirectoryBus, 'batch'>; sh
       bus.control(to, msg);
     } catch (err) {
       if (err instanceof BusFullError) meters.busFullAt('owner');
-      log.error({ err, shard: to }, `could not tell the user's owner about ${what}`);
+      logLimited(log, 'error', { err, shard: to, what }, 'could not tell the user\'s owner: internal queue full or closed');
     }
   }
 

@@ -27,6 +27,7 @@ import type { Logger } from 'pino';
 import type { ControlMsg, UserRestore } from '../bus/messages';
 import { SERVER_TO_USER_PREFIX } from '../protocol/channels';
 import { ownerOf } from './owner';
+import { logLimited } from '../log';
 
 /** The shard that owns a user's online state. */
 export function userOwnerOf(app: string, userId: string, shards: number): number {
@@ -268,7 +269,7 @@ export function createUserOwner(deps: UserOwnerDeps): UserOwner {
     try {
       deps.control(shard, { type: 'watchlist', app, op, userIds });
     } catch (err) {
-      log.error({ err, shard, op, users: userIds.length }, 'watchlist event not delivered: internal queue full');
+      logLimited(log, 'error', { err, shard, op, users: userIds.length }, 'watchlist event not delivered: internal queue full');
     }
   };
   const store = new UserStore(notify, deps.cluster ?? null);

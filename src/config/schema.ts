@@ -163,6 +163,7 @@ export const GlobalSchema = Type.Object({
       pattern: '^([a-zA-Z_:][a-zA-Z0-9_:]*)?$', default: 'ringcast_',
       ...meta({ doc: 'Prefix of every metric name.', env: 'METRICS_PROMETHEUS_PREFIX', rule: 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)' }),
     }),
+    token: text('', { doc: 'Bearer token a scrape must send (`Authorization: Bearer <token>`, else 401); empty: /metrics is open to whoever reaches metrics.host.', env: 'METRICS_TOKEN', ours: true }),
   }, 'Prometheus metrics (README, "Metrics").'),
   console: section({
     enabled: bool(false, { doc: 'The live console: each app\'s connections, channels, members and events, and a form to publish.', env: 'CONSOLE_ENABLED', ours: true }),
@@ -224,6 +225,7 @@ export const GlobalSchema = Type.Object({
     cluster_coordination: bool(false, { doc: 'Same delta bases on every node (needs a redis, redis-cluster or nats adapter).' }),
     omit_delta_algorithm: bool(false, { doc: 'Leave the algorithm out of delta messages.' }),
     pool_size: int(0, 0, { max: 64, doc: 'Ours: piscina threads behind the delta sequencer; 0 computes on the sequencer thread (measured faster: docs/benchmarks.md).' }),
+    pool_max_queue: int(256, 1, { max: 65_536, doc: 'Ours: deltas waiting for a pool thread (pool_size > 0, piscina maxQueue); past it a message goes out in full (delta_pool_refused_total).' }),
   }, 'Delta compression (README, "Delta compression").'),
   webhooks: section({
     batching: section({

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Piscina } from 'piscina';
 import { loadEncoders, type Encode } from './codec';
 import { ALGOS } from './settings';
-import type { Compute, DeltaResult, DeltaTask } from './sequencer';
+import { PoolFullError, type Compute, type DeltaResult, type DeltaTask } from './sequencer';
 
 export interface Computer {
   compute: Compute;
@@ -34,7 +34,11 @@ export async function inlineComputer(): Promise<(task: DeltaTask) => DeltaResult
   };
 }
 
-export async function createComputer(poolSize: number): Promise<Computer> {
+/**
+ * `maxQueue`: tasks waiting for a pool thread (piscina's maxQueue); one more is refused
+ * at once with PoolFullError (the sequencer sends that message in full and counts it).
+ */
+export async function createComputer(poolSize: number, maxQueue: number): Promise<Computer> {
   if (poolSize === 0) {
     const run = await inlineComputer();
     return { compute: run, close: () => Promise.resolve() };
@@ -44,13 +48,17 @@ export async function createComputer(poolSize: number): Promise<Computer> {
     minThreads: poolSize,
     maxThreads: poolSize,
     idleTimeout: Infinity,
+    maxQueue,
   });
   // Warm up before the sequencer reports ready: the first task starts the thread and loads
   // the Fossil encoder, during which messages would queue behind it.
   const warm = Buffer.from('{"event":"warm-up","channel":"c","data":"0123456789"}');
   await pool.run({ base: warm, target: warm, algos: ALGOS.map((a) => a === 'fossil') } satisfies DeltaTask);
   return {
-    compute: (task) => pool.run(task) as Promise<DeltaResult>,
+    compute: (task) => (pool.run(task) as Promise<DeltaResult>).catch((err: unknown) => {
+      // piscina's refusal (errors.ts TaskQueueAtLimit) has no code of its own: its message
+      throw err instanceof Error && err.message === 'Task queue is at limit' ? new PoolFullError(maxQueue) : err;
+    }),
     close: () => pool.destroy(),
   };
 }

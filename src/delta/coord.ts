@@ -51,6 +51,7 @@ import { noMetrics, type MetricsSink } from '../metrics/types';
 import { isEncrypted } from '../protocol/channels';
 import { ChannelSettings, type Algo } from './settings';
 import { conflationValueOf, forceOf, stampedInput } from './wire';
+import { logLimited } from '../log';
 
 /** How long an origin waits for the coordinator's record before deciding locally (rule 2). */
 export const COORD_TIMEOUT_MS = 1000;
@@ -172,7 +173,7 @@ export async function startDeltaCoordination(deps: DeltaCoordDeps): Promise<Delt
       bus.publishTo(to, r.a, r.c, r.x, stampedInput(r.f, r.p ?? -1, r.m), r.t ?? null);
     } catch (err) {
       metrics.inc('adapter_errors_total');
-      log.warn({ err, channel: r.c }, 'delta coordination: the sequencer\'s queue is full; a message was not sequenced');
+      logLimited(log, 'warn', { err, channel: r.c }, 'delta coordination: the sequencer\'s queue is full; a message was not sequenced');
     }
   }
 

@@ -1,6 +1,7 @@
 // What the primary and the delta sequencer thread tell each other (delta/thread.ts).
 import type { BusTopology } from '../bus/topology';
 import type { Config } from '../config/types';
+import type { MetricsJson } from '../metrics/registry';
 import type { Algo } from './settings';
 
 export interface SequencerInit {
@@ -21,6 +22,8 @@ export interface DeltaShardInit {
 
 export type SequencerCommand =
   | { type: 'shutdown' }
+  /** A /metrics scrape: answered by a `metrics` event with the same req. */
+  | { type: 'metrics'; req: number }
   /** Shard `shard` was replaced: talk to it over these fresh rings (as a shard's `rewire`). */
   | { type: 'rewire'; shard: number; toPeer: SharedArrayBuffer; fromPeer: SharedArrayBuffer; doorbell: SharedArrayBuffer };
 
@@ -28,4 +31,5 @@ export type SequencerEvent =
   | { type: 'ready' }
   | { type: 'failed'; error: string }
   | { type: 'rewired'; shard: number }
-  | { type: 'stopped' };
+  | { type: 'stopped' }
+  | { type: 'metrics'; req: number; metrics: MetricsJson };

@@ -37,7 +37,7 @@ import type { Logger } from 'pino';
 import type { ControlMsg, FilteredDelta, PublishFrame } from '../bus/messages';
 import type { Config } from '../config/types';
 import type { Interest } from '../channels/interest';
-import type { MetricsSink } from '../metrics/types';
+import { noMetrics, type MetricsSink } from '../metrics/types';
 import { ALGOS, ChannelSettings, type Algo } from './settings';
 import { compileFilter } from '../filter/compile';
 import { ChannelMatcher, type MatchEntry } from '../filter/matcher';
@@ -45,6 +45,15 @@ import type { FilterNode } from '../filter/parse';
 import { parseTags } from '../filter/tags';
 import { StreamTable, type Decision, type Entry } from './streams';
 import { conflationValueOf, deltaMessage, Force, fullMessage, STAMPED } from './wire';
+import { logLimited } from '../log';
+
+/** The delta pool's queue is full (delta_compression.pool_max_queue): the message goes out in full. */
+export class PoolFullError extends Error {
+  readonly code = 'RC_ERR_DELTA_POOL_FULL';
+  constructor(maxQueue: number) {
+    super(`delta pool queue full (${maxQueue} waiting)`);
+  }
+}
 
 /** What the pool computes: the delta from base to target per algorithm asked (ALGOS order, null when not asked). */
 export interface DeltaTask {
@@ -126,6 +135,7 @@ const utf8 = new TextDecoder();
 
 export function createSequencer(deps: SequencerDeps): Sequencer {
   const { config, bus, log } = deps;
+  const metrics = deps.metrics ?? noMetrics;
   const dc = config.delta_compression;
   const now = deps.now ?? Date.now;
   const settings = new ChannelSettings(config.apps);
@@ -162,7 +172,7 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
         bus.control(s, msg);
       } catch (err) {
         // rule 3: the shard's clients resynchronise on the next delta
-        log.error({ err, shard: s, channel: (msg as { channel?: string }).channel }, 'delta frame not delivered: internal queue full');
+        logLimited(log, 'error', { err, shard: s, channel: (msg as { channel?: string }).channel }, 'delta frame not delivered: internal queue full');
       }
     }
   }
@@ -196,7 +206,10 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
       done();
     };
     const failed = (err: unknown): void => {
-      log.error({ err, channel: j.channel }, 'delta computation failed; sent in full');
+      if (err instanceof PoolFullError) {
+        metrics.inc('delta_pool_refused_total');
+        logLimited(log, 'warn', { channel: j.channel, err: err.message }, 'delta pool queue full; message sent in full');
+      } else logLimited(log, 'error', { err, channel: j.channel }, 'delta computation failed; sent in full');
       finish(ALGOS.map(() => null));
     };
     let out: DeltaResult | Promise<DeltaResult>;
@@ -221,10 +234,10 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     try {
       parsed = JSON.parse(envelope) as { event?: unknown; data?: unknown };
     } catch (err) {
-      return log.error({ err, channel: f.channel }, 'delta sequencer: a message that is not JSON, dropped');
+      return logLimited(log, 'error', { err, channel: f.channel }, 'delta sequencer: a message that is not JSON, dropped');
     }
     const event = parsed.event;
-    if (typeof event !== 'string') return log.error({ channel: f.channel }, 'delta sequencer: a message without an event name, dropped');
+    if (typeof event !== 'string') return logLimited(log, 'error', { channel: f.channel }, 'delta sequencer: a message without an event name, dropped');
     // which shards, for which algorithms (rule: compute only what someone decodes)
     const targets = new Set<number>();
     const algos = ALGOS.map((a, i) => {

@@ -8,6 +8,8 @@ import type { SequencerCommand, SequencerEvent, SequencerInit } from './init';
 
 export interface SequencerHandle {
   readonly index: number;
+  /** Its thread (the /metrics scrape asks it like a shard). */
+  readonly worker: Worker;
   /** Shard `shard` was replaced: the sequencer talks to it over the fresh rings; resolves when it has. */
   rewire(cmd: Extract<SequencerCommand, { type: 'rewire' }>, timeoutMs: number): Promise<boolean>;
   stop(timeoutMs: number): Promise<void>;
@@ -43,6 +45,7 @@ export async function spawnSequencer(init: SequencerInit, log: Logger): Promise<
   let stopped: Promise<void> | null = null;
   return {
     index: init.index,
+    worker,
     async rewire(cmd, timeoutMs) {
       const ack = next(worker, (e) => e.type === 'rewired' && e.shard === cmd.shard, timeoutMs);
       worker.postMessage(cmd);

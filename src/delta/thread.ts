@@ -8,6 +8,7 @@ import { Bus } from '../bus/bus';
 import { Interest } from '../channels/interest';
 import { deepFreeze } from '../config/freeze';
 import { createLogger } from '../log';
+import { PromMetrics } from '../metrics/registry';
 import { Ev, outName } from '../protocol/events';
 import { createComputer } from './compute';
 import { createSequencer } from './sequencer';
@@ -20,9 +21,10 @@ const config = deepFreeze(init.config);
 const log = createLogger(config.log, { thread: 'delta' });
 const post = (e: SequencerEvent) => parentPort!.postMessage(e);
 const bus = new Bus(init.index, init.topology);
+const promMetrics = config.metrics.enabled ? new PromMetrics(config.metrics.prefix) : null;
 
 async function main(): Promise<void> {
-  const computer = await createComputer(config.delta_compression.pool_size);
+  const computer = await createComputer(config.delta_compression.pool_size, config.delta_compression.pool_max_queue);
   const sequencer = createSequencer({
     config,
     bus,
@@ -32,6 +34,7 @@ async function main(): Promise<void> {
     },
     compute: computer.compute,
     log,
+    metrics: promMetrics ?? undefined,
     deltaEvent: outName(Ev.Delta, config.protocol.event_prefix),
   });
   bus.start({
@@ -45,6 +48,10 @@ async function main(): Promise<void> {
       bus.rewire(cmd.shard, cmd.toPeer, cmd.fromPeer, cmd.doorbell);
       sequencer.forgetShard(cmd.shard);
       post({ type: 'rewired', shard: cmd.shard });
+    } else if (cmd.type === 'metrics') {
+      // a /metrics scrape (metrics/server.ts asks this thread as it asks the shards)
+      if (!promMetrics) post({ type: 'metrics', req: cmd.req, metrics: [] });
+      else promMetrics.json().then((m) => post({ type: 'metrics', req: cmd.req, metrics: m }), (err: unknown) => log.error({ err }, 'could not collect metrics'));
     } else if (cmd.type === 'shutdown') {
       clearInterval(sweep);
       bus.stop();

@@ -43,6 +43,7 @@ const COUNTERS: Record<CounterName, Def> = {
   adapter_errors_total: { help: 'Multi-node adapter errors', labels: [] },
   cluster_nodes_failed_total: { help: 'Cluster nodes declared failed', labels: [] },
   cluster_heartbeat_failures_total: { help: 'Cluster heartbeats that failed', labels: [] },
+  delta_pool_refused_total: { help: 'Deltas the delta pool refused because its queue was full (delta_compression.pool_max_queue); the message went out in full', labels: [] },
   delta_coordination_fallbacks_total: { help: 'Delta messages decided locally because the cluster-wide stream position did not come (cluster_coordination)', labels: [] },
   bus_full_total: { help: 'Frames refused because an internal ring and its spill queue were full (source: api, client_event, member_event, owner)', labels: ['source'] },
   shard_restarts_total: { help: 'Shard threads restarted after a crash', labels: [] },

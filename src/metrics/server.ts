@@ -4,7 +4,11 @@
 // gauges and histogram buckets are summed per label set) and appends the primary's
 // default process metrics (collected in the primary only: CPU and RSS are per process).
 // A shard that does not answer within `shardTimeoutMs` is left out (warning logged).
+// With a token (metrics.token), a scrape without `Authorization: Bearer <token>` is
+// answered 401 before anything is collected; the token is compared in constant time (of
+// SHA-256 digests, so its length does not show either).
 
+import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -28,6 +32,8 @@ export interface MetricsServerOptions {
   /** The shard threads of this moment (shard ids are their indexes). */
   shards: () => readonly Worker[];
   shardTimeoutMs?: number;
+  /** metrics.token: '' = no token. */
+  token?: string;
 }
 
 /**
@@ -82,6 +88,18 @@ export async function scrape(opts: MetricsServerOptions, defaults: Registry): Pr
   return (await aggregated.metrics()) + (await defaults.metrics());
 }
 
+function sha256(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+/** Why `authorization` does not carry the bearer `token`, or null when it does. */
+export function bearerRefusal(authorization: string | undefined, token: string): string | null {
+  if (authorization === undefined || authorization === '') return 'missing Authorization header: /metrics needs `Authorization: Bearer <metrics.token>`';
+  const m = /^Bearer +(.+)$/i.exec(authorization);
+  if (!m) return 'Authorization header is not `Bearer <token>`';
+  return timingSafeEqual(sha256(m[1]), sha256(token)) ? null : 'wrong bearer token for /metrics';
+}
+
 export function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
   const defaults = new Registry();
   collectDefaultMetrics({ register: defaults, prefix: opts.prefix });
@@ -93,6 +111,11 @@ export function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsS
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('Method not allowed\n');
+      return;
+    }
+    const refusal = opts.token ? bearerRefusal(req.headers.authorization, opts.token) : null;
+    if (refusal !== null) {
+      res.writeHead(401, { 'www-authenticate': 'Bearer realm="metrics"', 'content-type': 'text/plain; charset=utf-8' }).end(`Unauthorized: ${refusal}\n`);
       return;
     }
     scrape(opts, defaults).then((text) => {

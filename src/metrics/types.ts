@@ -16,6 +16,8 @@ export type CounterName =
   | 'cluster_nodes_failed_total' | 'cluster_heartbeat_failures_total'
   /** ours: delta messages whose full/delta decision was taken locally because the cluster's position did not come (cluster_coordination) */
   | 'delta_coordination_fallbacks_total'
+  /** ours: deltas refused by the full delta pool queue (sent in full) */
+  | 'delta_pool_refused_total'
   /** ours: frames refused because a ring and its spill queue were full (API answered 503) */
   | 'bus_full_total'
   /** ours: shard threads restarted by the primary after a crash */

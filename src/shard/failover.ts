@@ -22,6 +22,7 @@ import type { UserOwner } from '../channels/users';
 import type { Watchlists } from '../ws/watchlist';
 import type { Socket } from '../ws/types';
 import type { PrimaryCommand, ShardEvent, ShardInit } from './init';
+import { logLimited } from '../log';
 
 /** Control messages answered from the owner records: deferred while a rebuild runs. */
 const OWNER_OPS: ReadonlySet<ControlMsg['type']> = new Set<ControlMsg['type']>([
@@ -75,7 +76,7 @@ export function createFailover(deps: FailoverDeps): Failover {
     try {
       bus.control(shard, msg);
     } catch (err) {
-      log.error({ err, channel: msg.channel, shard }, 'rebuild: member event not delivered (internal queue full)');
+      logLimited(log, 'error', { err, channel: msg.channel, shard }, 'rebuild: member event not delivered (internal queue full)');
     }
   };
 

@@ -9,6 +9,7 @@ import { errorFrame } from '../protocol/frames';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
 import { sendFrame } from './send';
+import { logLimited } from '../log';
 
 export interface ClientFrame {
   event: string;
@@ -87,7 +88,7 @@ export function createClientEvents(deps: WsDeps) {
     } catch (err) {
       if (!(err instanceof BusFullError)) throw err;
       meters.busFullAt('client_event');
-      deps.log.warn({ channel }, 'client event dropped: internal queue full');
+      logLimited(deps.log, 'warn', { channel }, 'client event dropped: internal queue full');
       refuse(ws, 'Server busy: client event not delivered', channel);
     }
   }

@@ -16,7 +16,9 @@ t.test('random targets: the standard form decodes exactly', async (t) => {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { encoder, decoder } = await (require('vcdiff-wasm') as () => Promise<{ encoder: Codec; decoder: Codec }>)();
   const rand = rng(99);
+  // the reference decoder: scripts/deps.sh (make test) installs it; missing is a failure, not a quieter test
   const hasXdelta = spawnSync('xdelta3', ['-V']).status === 0;
+  t.ok(hasXdelta, 'xdelta3 is installed (scripts/deps.sh, or apt-get install -y xdelta3)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vcdiff-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   let strict = 0;
