@@ -1,6 +1,6 @@
 // The one native publish that skips a socket (a publish's socket_id): used by the publish
 // pipeline (channels/publisher.ts), the filter stage (channels/filtered.ts) and the delta
-// fan-out (delta/shard.ts).
+// fan-out (delta/deliver.ts).
 //
 // uWS skips the publishing socket natively when the publish is made through it
 // (`ws.publish`). That is only possible, and only needed, when the socket is still open

@@ -1,6 +1,6 @@
 // Where a shard's native publishes go: uWS topics reach its WebSockets; an HTTP fallback
 // session is not a uWS socket, so it is reached in JavaScript (fallback/hub.ts wraps this).
-// The publish stages (channels/publisher.ts, channels/filtered.ts, delta/shard.ts) publish
+// The publish stages (channels/publisher.ts, channels/filtered.ts, delta/deliver.ts) publish
 // through a Fanout only.
 
 import type { RecognizedString, TemplatedApp } from 'uWebSockets.js';

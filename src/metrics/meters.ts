@@ -39,7 +39,7 @@ for (const canonical of PROTOCOL_EVENTS) {
     WIRE_NAMES.push({ bytes: Buffer.from(spelling + '"'), label: canonical });
   }
 }
-/** The same, as text (delta/shard.ts holds its frames as strings). */
+/** The same, as text (delta/deliver.ts holds its frames as strings). */
 const WIRE_TEXT = WIRE_NAMES.map((w) => ({ text: w.bytes.toString('latin1'), label: w.label }));
 const C = 99; // 'c'
 const P = 112; // 'p'

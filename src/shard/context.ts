@@ -35,6 +35,7 @@ import { outName } from '../protocol/events';
 import { Backpressure } from '../ws/backpressure';
 import { createWatchlists, type Watchlists } from '../ws/watchlist';
 import type { Socket } from '../ws/types';
+import { sendFrame } from '../ws/send';
 import { createTap, type Tap } from '../console/tap';
 import { appsWithWebhooks } from '../webhooks/service';
 import { createShardWebhooks, type ShardWebhooks } from '../webhooks/shard';
@@ -78,7 +79,7 @@ export interface ShardContext {
   readonly interest: Interest;
   readonly tap: Tap | null;
   readonly filters: FilteredSubscriptions<Socket> | null;
-  readonly delta: DeltaShard | null;
+  readonly delta: DeltaShard<Socket> | null;
   readonly publisher: Publisher;
   readonly directory: ChannelDirectory;
   readonly webhooks: ShardWebhooks | null;
@@ -156,8 +157,8 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     fossil: new Interest(deltaInit.interest.fossil, shards, shardId),
     xdelta3: new Interest(deltaInit.interest.xdelta3, shards, shardId),
   };
-  const delta = deltaInit && deltaInterest ? createDeltaShard({
-    config, uws: fanout, sockets, interest: deltaInterest, out, log, metrics, guard: backpressure,
+  const delta = deltaInit && deltaInterest ? createDeltaShard<Socket>({
+    config, uws: fanout, sockets, interest: deltaInterest, out, log, metrics, guard: backpressure, sendFrame,
     states: (app, channel, filter) => bus.request<CacheStates & { conflation_key: string | null }>(deltaInit.sequencer, { type: 'delta_states', app, channel, ...(filter === undefined ? {} : { filter }) }),
     register: (op, app, channel, filter, algo) => bus.request(deltaInit.sequencer, { type: 'delta_filter', op, app, channel, filter, algo }),
     filters,

@@ -79,7 +79,7 @@ export function nativeMaxBackpressure(maxBytes: number): number {
 /** The stages that hold filtered and delta subscriptions (null when off). */
 export interface Receivers {
   filters: FilteredSubscriptions<Socket> | null;
-  delta: DeltaShard | null;
+  delta: DeltaShard<Socket> | null;
 }
 
 /** One channel subscription of a lagging socket: the byTopic key, and the filter of a filtered one. */

@@ -54,7 +54,7 @@ export interface WsDeps {
   /** Webhook reports to the primary (client_event, cache_miss); null (or absent) when no app has webhooks. */
   webhooks?: ShardWebhooks | null;
   /** Delta compression (delta/shard.ts); null (or absent) with delta_compression.enabled false. */
-  delta?: DeltaShard | null;
+  delta?: DeltaShard<Socket> | null;
   /** Backend hooks (hooks/connection.ts): connect, subscribe, client_event; null (or absent) when no app has hooks. */
   hooks?: WsHooks<Socket, SocketData> | null;
   /** History channels (history/shard.ts): rewind, recover, serial topics; null (or absent) when not wired. */

@@ -3,7 +3,7 @@ import type { AppConfig } from '../config/types';
 import type { ChannelType } from '../protocol/channels';
 import type { FilterHandle } from '../channels/filtered';
 import type { CompiledFilter } from '../filter/compile';
-import type { SocketDelta } from '../delta/shard';
+import type { SocketDelta } from '../delta/socket';
 
 export interface Subscription {
   type: ChannelType;
@@ -74,7 +74,7 @@ export interface SocketData {
   /** The frame budget's theoretical arrival time (ms) of the next frame (limits/frames.ts). */
   frameTat: number;
   /** Delta compression state (delta/shard.ts): null until the socket opts in or subscribes with delta. */
-  delta: SocketDelta | null;
+  delta: SocketDelta<Socket> | null;
 }
 
 /**

@@ -239,7 +239,7 @@ t.test('event labels stay bounded', async (t) => {
   t.equal(sentLabel(b('{"event":"pusher_internal:member_addedX","channel":"c"}')), 'api-event');
   t.equal(sentLabel(b('{"event":"price","channel":"c","data":"1"}')), 'api-event');
   t.equal(sentLabel(b('garbage')), 'api-event');
-  // the string form (delta/shard.ts's frames) labels alike
+  // the string form (delta/deliver.ts's frames) labels alike
   for (const m of ['{"event":"client-x","channel":"c","data":1}', '{"event":"proto_internal:member_removed","channel":"c"}',
     '{"event":"pusher:delta","channel":"c","data":"{}"}', '{"event":"pusher_internal:member_addedX"}', '{"event":"price","data":"1","__delta_seq":3}', 'garbage', '']) {
     t.equal(sentLabelText(m), sentLabel(b(m)), `sentLabelText(${m})`);

@@ -275,7 +275,7 @@ t.test('a delta subscription: registered under the delta topic, paused and resum
   const delta = {
     pause: (_ws: Socket, _d: SocketData, channel: string) => calls.push(`pause ${channel}`),
     resume: (_ws: Socket, _d: SocketData, channel: string) => calls.push(`resume ${channel}`),
-  } as unknown as DeltaShard;
+  } as unknown as DeltaShard<Socket>;
   bp.attach({ filters: null, delta });
   const slow = socket(['a', 'b']);
   slow.ws.unsubscribe(A); // 'a' takes deltas: on the delta topics, not the plain one
