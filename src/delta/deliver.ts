@@ -78,8 +78,9 @@ export function createDeltaDelivery<S extends DeltaSocket>(deps: DeltaDeliveryDe
         if (delta !== null) {
           const n = publishTo(st.topics[i], delta, sender);
           if (n > 0) meters.deliveredText(app, Ev.Delta, Buffer.byteLength(delta), n);
-        } else if (st.inStep.size > 0) {
-          // no delta of this algorithm (not smaller): its in-step sockets get the full message
+        } else if (st.counts[i] > 0) {
+          // no delta of this algorithm (not smaller, or not in use: the sequencer computes
+          // those of the algorithms its registrations name): its in-step sockets get the full message
           for (const [ws, algo] of st.inStep) {
             if (algo === ALGOS[i] && ws !== sender) meters.sent(app, fullLabel, ws.send(full, false), fullBytes);
           }

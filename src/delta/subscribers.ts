@@ -25,6 +25,8 @@ export interface StreamSubs<S> {
   /** Topic per algorithm (ALGOS order). */
   topics: string[];
   inStep: Map<S, Algo>;
+  /** In-step sockets per algorithm (ALGOS order): a frame without one algorithm's delta visits its sockets only when there are some. */
+  counts: number[];
   lastUsed: number;
 }
 
@@ -70,22 +72,27 @@ export function streamOf<S>(ch: ChannelSubs<S>, id: number, t: number): StreamSu
   let st = ch.streams.get(id);
   if (st === undefined) {
     const base = ch.topic + '\x01' + id;
-    st = { topics: [base + 'f', base + 'x'], inStep: new Map(), lastUsed: t };
+    st = { topics: [base + 'f', base + 'x'], inStep: new Map(), counts: ALGOS.map(() => 0), lastUsed: t };
     ch.streams.set(id, st);
   }
   return st;
 }
 
 export function stepIn<S extends StreamMember>(st: StreamSubs<S>, ws: S, algo: Algo): void {
+  const i = ALGOS.indexOf(algo);
+  const n = st.inStep.size;
   st.inStep.set(ws, algo);
-  ws.subscribe(st.topics[ALGOS.indexOf(algo)]);
+  if (st.inStep.size > n) st.counts[i]++;
+  ws.subscribe(st.topics[i]);
 }
 
 export function stepOut<S extends StreamMember>(st: StreamSubs<S>, ws: S): void {
   const algo = st.inStep.get(ws);
   if (algo === undefined) return;
+  const i = ALGOS.indexOf(algo);
   st.inStep.delete(ws);
-  if (!ws.getUserData().closed) ws.unsubscribe(st.topics[ALGOS.indexOf(algo)]);
+  st.counts[i]--;
+  if (!ws.getUserData().closed) ws.unsubscribe(st.topics[i]);
 }
 
 export function dropStream<S extends StreamMember>(ch: ChannelSubs<S>, id: number): void {
