@@ -12,31 +12,25 @@
 //   restep    every frame a new stream that drops the previous one: every subscriber
 //             steps out, gets the full message in JavaScript and steps in (late joiners)
 //   filtered  N subscribers in one tag-filter group, its deltas in the frame's `filtered`
-//
-//   node dist/bench/delta/shard.bench.js [--subs 1000] [--scale 1] [--reps 7]
-//        [--only steady,full,restep,filtered] [--base DIR]
-//   DIR: another checkout's build (its dist/src), e.g. main's
-// Each rep delivers a scenario's frames (steady 20,000, full 200,000, restep 1,000,
-// filtered 100,000, times --scale: ~0.2 s each). Prints CPU ns per frame (best and median
-// of the reps) and the publishes and sends of a rep, which two builds of the same
-// behaviour make alike.
 
 import path from 'node:path';
+import { readOptions } from '../harness/args';
 
-function arg(name: string, def: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  if (i < 0) return def;
-  const v = Number(process.argv[i + 1]);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} needs a positive number`);
-  return v;
-}
-const SUBS = Math.ceil(arg('subs', 1000));
-const SCALE = arg('scale', 1);
-const REPS = Math.ceil(arg('reps', 7));
-const onlyAt = process.argv.indexOf('--only');
-const ONLY = onlyAt > 0 ? process.argv[onlyAt + 1].split(',') : null;
-const baseAt = process.argv.indexOf('--base');
-const SRC = baseAt > 0 ? path.resolve(process.argv[baseAt + 1], 'dist', 'src') : path.resolve(__dirname, '..', '..', 'src');
+const USAGE = `node dist/bench/delta/shard.bench.js [--subs 1000] [--scale 1] [--reps 7]
+     [--only steady,full,restep,filtered] [--base DIR]
+  DIR: another checkout (its build, dist/src, is run), e.g. main's
+Each rep delivers a scenario's frames (steady 20,000, full 200,000, restep 1,000,
+filtered 100,000, times --scale: ~0.2 s each). Prints CPU ns per frame (best and median
+of the reps) and the publishes and sends of a rep, which two builds of the same
+behaviour make alike.`;
+
+const opts = readOptions(process.argv.slice(2), USAGE, ['subs', 'scale', 'reps', 'only', 'base']);
+const SUBS = Math.ceil(opts.num('subs', 1000, 1));
+const SCALE = opts.num('scale', 1, 0.001);
+const REPS = Math.ceil(opts.num('reps', 7, 1));
+const ONLY = opts.get('only')?.split(',') ?? null;
+const baseDir = opts.get('base');
+const SRC = baseDir !== undefined ? path.resolve(baseDir, 'dist', 'src') : path.resolve(__dirname, '..', '..', 'src');
 
 /* eslint-disable @typescript-eslint/no-require-imports -- the build under test is chosen at run time */
 const { createDeltaShard } = require(path.join(SRC, 'delta', 'shard.js')) as typeof import('../../src/delta/shard');
@@ -156,6 +150,7 @@ async function run(s: Scenario): Promise<{ best: number; median: number; publish
 }
 
 async function main(): Promise<void> {
+  for (const name of ONLY ?? []) if (!(name in SCENARIOS)) throw new Error(`--only: no scenario "${name}" (${Object.keys(SCENARIOS).join(', ')})`);
   const out: Record<string, unknown> = { build: path.dirname(SRC), subs: SUBS, scale: SCALE, reps: REPS };
   for (const [name, s] of Object.entries(SCENARIOS)) {
     if (ONLY !== null && !ONLY.includes(name)) continue;
