@@ -40,7 +40,7 @@ lint: install
 test: build deps
 	./scripts/test.sh
 
-# One suite run only, no lint (test-4 still collects coverage and enforces the floor).
+# One suite run only, no lint (test-1 collects coverage and enforces the floor).
 test-1: build deps
 	TEST_CHECKS=0 TEST_WORKER_MODES=1 ./scripts/test.sh
 

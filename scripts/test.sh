@@ -5,8 +5,11 @@
 # check counts as one test in the closing line, "N passed, N failed, N skipped".
 #
 #   TEST_WORKER_MODES     shard counts to run the suite with (default "1 4")
-#   TEST_COVERAGE_WORKERS the run(s) that collect coverage and enforce the floor (default 4:
-#                         it covers the cross-shard paths as well as the local ones)
+#   TEST_COVERAGE_WORKERS the run(s) that collect coverage and enforce the floor, and run the
+#                         files that give the same run whatever the shard count (default 1:
+#                         its servers have one shard thread each, so collecting coverage
+#                         costs least there; the files with fixed 2- and 4-shard servers and
+#                         the cluster suites reach the cross-shard paths in it)
 #   TEST_COVERAGE_FLOOR   percent of the lines of src/ (default 85)
 #   TEST_CHECKS           0 skips lint and the import-boundary check (make test-1 / test-4)
 #   TEST_JOBS             test files run at once (default 4 with workers 1, 3 with workers 4:
@@ -22,7 +25,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 modes="${TEST_WORKER_MODES:-1 4}"
-coverage_modes=" ${TEST_COVERAGE_WORKERS:-4} "
+coverage_modes=" ${TEST_COVERAGE_WORKERS:-1} "
 floor="${TEST_COVERAGE_FLOOR:-85}"
 files=("$@")
 [ ${#files[@]} -eq 0 ] && mapfile -t files < <(find dist/test -name '*.test.js' | sort)
