@@ -15,12 +15,11 @@
 #   TEST_JOBS             test files run at once (default 4 with workers 1, 3 with workers 4:
 #                         on 2 cores, most files wait on timers and sockets part of the time;
 #                         workers 1 went from 315 s to 258 s with 3)
-#   TEST_ONCE             0 runs every file in every run; otherwise a file that gives the same
-#                         run whatever the shard count runs in the coverage run only:
-#                         scripts/test-plan.mjs picks them (no path to test/helpers/server,
-#                         the one reader of RINGCAST_TEST_WORKERS, or a `// test-modes: once`
-#                         header saying why: the cluster suites, the fixed 4-shard fault
-#                         tests, the CLI and package tests, the fuzzers)
+#   TEST_ONCE             0 runs every file in every run; otherwise scripts/test-plan.mjs
+#                         says which run each file belongs to: a file that gives the same run
+#                         whatever the shard count runs once, in the coverage run (no path to
+#                         test/helpers/server, or a `// test-modes: once (why)` header), a
+#                         file headed `// test-modes: workers N (why)` in the N-shard run only
 # Arguments, if any, are the test files to run instead of all of dist/test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,16 +48,14 @@ if [ "${TEST_CHECKS:-1}" != 0 ]; then
   check "import boundaries" node scripts/check-boundaries.mjs
 fi
 
-once=()
-[ "${TEST_ONCE:-1}" != 0 ] && mapfile -t once < <(node scripts/test-plan.mjs --once "${files[@]}")
 for w in $modes; do
   echo "== tests with workers: $w"
   t0=$SECONDS
   log=$(mktemp)
   run=("${files[@]}")
-  if [[ ${#once[@]} -gt 0 && "$coverage_modes" != *" $w "* && " $modes " == *"$coverage_modes"* ]]; then
-    mapfile -t run < <(node scripts/test-plan.mjs --each "${files[@]}")
-    echo "-- (run in the coverage run only: ${#once[@]} file(s) that give the same run whatever the shard count; scripts/test-plan.mjs)"
+  if [ "${TEST_ONCE:-1}" != 0 ]; then
+    mapfile -t run < <(node scripts/test-plan.mjs "$w" "${TEST_COVERAGE_WORKERS:-1}" "$modes" "${files[@]}")
+    echo "-- ${#run[@]} of ${#files[@]} files (the others run with another shard count: scripts/test-plan.mjs)"
   fi
   if [ ${#run[@]} -eq 0 ]; then rm -f "$log"; echo "-- nothing to run with workers: $w"; continue; fi
   cov=()

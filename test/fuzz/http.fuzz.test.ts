@@ -1,4 +1,4 @@
-// test-modes: once (in the workers-4 run, which covers the cross-shard paths too: the fuzz is the suite's longest file)
+// test-modes: workers 4 (the parsers and their answers are the same on every shard; the check that every shard still accepts connections spans 4)
 // HTTP API fuzz: random bodies, query strings, paths and
 // headers at every route — most requests correctly signed over the mutated request (so
 // they get past auth and reach validation), some corrupted or unsigned — plus malformed

@@ -1,4 +1,4 @@
-// test-modes: once (in the workers-4 run, which covers the cross-shard paths too: the fuzz is the suite's longest file)
+// test-modes: workers 4 (the parsers and their answers are the same on every shard; the check that every shard still accepts connections spans 4)
 // WebSocket fuzz: random and mutated frames on a handful of
 // parallel connections, plus random connection URLs. Bounded and seeded: FUZZ_SEED
 // overrides the seed, FUZZ_SCALE scales the case count.

@@ -1,4 +1,4 @@
-// test-modes: once (in the workers-4 run: the shared bucket is what it tests, and it holds across shards)
+// test-modes: workers 4 (one bucket in Redis whatever the shards: requests spread over 4 of them share it)
 // The redis and redis-cluster rate limiters against a REAL redis-server and a real
 // 3-master cluster, started here on free ports: the Lua scripts' math, key naming,
 // EVALSHA→EVAL, one bucket shared by two ringcast servers, an outage (503, fail closed,
