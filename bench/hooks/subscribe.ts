@@ -7,14 +7,19 @@
 // worker threads) with a fresh app config each: `none` (the app has no hooks), `unmatched`
 // (a subscribe hook whose pattern the channels do not match: what unhooked channels cost),
 // `hooked` (every subscribe calls the backend). The backend is a node:http server in a
-// child process answering {"allow":true} at once; it reports its own time per call (from
-// the request's end to its answer). The load is open-loop: `rate` subscribes per second to
-// fresh public channels, spread over `connections` raw WebSocket clients; each one's latency
-// is from the send to its subscription_succeeded.
+// child process answering {"allow":true} at once; its own time per call is from its request
+// handler being called (headers read) to its answer being handed to res.end(). The load is
+// open-loop at a steady rate: subscribe i to a fresh public channel is due at i / `rate` s
+// and sent by a 1 ms timer (so one at a time at 1,000/s, not in bursts), round-robin over
+// `connections` raw WebSocket clients; its latency is from its send to its
+// subscription_succeeded. `late` is how far behind its due time a subscribe was sent (p99);
+// `cpu` is this process's CPU time per subscribe (ringcast's threads and the clients, whose
+// share is the same in every round), steadier than latency on a busy machine.
 
 import { fork } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
 import WebSocket from 'ws';
 import { loadConfig } from '../../src/config';
 import { start } from '../../src/main';
@@ -31,11 +36,12 @@ if (process.argv[2] === 'backend') {
   // The backend: answers at once, keeps its own handling times.
   const own: number[] = [];
   const server = http.createServer((req, res) => {
+    const t0 = process.hrtime.bigint();
     req.resume();
     req.on('end', () => {
-      const t0 = process.hrtime.bigint();
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"allow":true}');
+      res.writeHead(200, { 'content-type': 'application/json' });
       own.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      res.end('{"allow":true}');
     });
   });
   server.keepAliveTimeout = 60_000;
@@ -52,7 +58,9 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 
-async function round(name: string, hooks: Record<string, unknown> | null): Promise<{ name: string; rate: number; p50: number; p99: number; done: number }> {
+interface Round { name: string; rate: number; p50: number; p99: number; late: number; cpu: number; done: number }
+
+async function round(name: string, hooks: Record<string, unknown> | null): Promise<Round> {
   const config = loadConfig({
     env: {},
     overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, apps: [{ ...APP, hooks, max_client_events_per_second: 100_000 }], rate_limiter: { enabled: false } },
@@ -77,35 +85,41 @@ async function round(name: string, hooks: Record<string, unknown> | null): Promi
     });
   }
   const total = RATE * SECONDS;
-  const tickMs = 10;
-  const perTick = RATE * tickMs / 1000;
+  const gapMs = 1000 / RATE;
+  const late: number[] = [];
   let sent = 0;
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await new Promise<void>((resolve) => {
-    const timer = setInterval(() => {
-      const due = Math.min(total, Math.floor((performance.now() - t0) / tickMs + 1) * perTick);
+    const tick = () => {
+      const now = performance.now();
+      const due = Math.min(total, Math.floor((now - t0) / gapMs) + 1);
       while (sent < due) {
         const channel = `b-${sent}`;
-        sentAt.set(channel, performance.now());
+        const at = performance.now();
+        late.push(at - (t0 + sent * gapMs));
+        sentAt.set(channel, at);
         clients[sent % CONNECTIONS].send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
         sent++;
       }
-      if (sent >= total) {
-        clearInterval(timer);
-        resolve();
-      }
-    }, tickMs);
+      if (sent >= total) return resolve();
+      setTimeout(tick, t0 + sent * gapMs - performance.now());
+    };
+    tick();
   });
   const until = performance.now() + 10_000;
   while (latencies.length < total && performance.now() < until) await new Promise((r) => setTimeout(r, 20));
   const elapsed = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   for (const ws of clients) ws.close();
   await server.stop();
   latencies.sort((a, b) => a - b);
-  return { name, rate: latencies.length / elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), done: latencies.length };
+  late.sort((a, b) => a - b);
+  return { name, rate: latencies.length / elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), late: quantile(late, 0.99), cpu: (cpu.user + cpu.system) / total, done: latencies.length };
 }
 
 async function main(): Promise<void> {
+  const loadAtStart = os.loadavg()[0];
   const backend = fork(__filename, ['backend']);
   const port = await new Promise<number>((resolve) => backend.once('message', (m: { port: number }) => resolve(m.port)));
   const url = `http://127.0.0.1:${port}/hooks`;
@@ -113,7 +127,7 @@ async function main(): Promise<void> {
     backend.once('message', (m: { own: number[] }) => resolve(m.own));
     backend.send('own');
   });
-  const results = [];
+  const results: Round[] = [];
   results.push(await round('none', null));
   results.push(await round('unmatched', { url, subscribe: { enabled: true, channels: ['hooked-*'] } }));
   await ownTimes();
@@ -121,9 +135,10 @@ async function main(): Promise<void> {
   const own = (await ownTimes()).sort((a, b) => a - b);
   backend.kill();
   console.log(`subscribe hook bench: ${RATE}/s for ${SECONDS} s over ${CONNECTIONS} connections, workers ${WORKERS}, node ${process.version}`);
-  console.log('round      subscribes/s   p50 ms   p99 ms   answered');
+  console.log(`load average (1 min) ${loadAtStart.toFixed(2)} at the start, ${os.loadavg()[0].toFixed(2)} at the end; ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'})`);
+  console.log('round      subscribes/s   p50 ms   p99 ms   answered   late p99 ms   cpu µs');
   for (const r of results) {
-    console.log(`${r.name.padEnd(10)} ${r.rate.toFixed(0).padStart(12)} ${r.p50.toFixed(3).padStart(8)} ${r.p99.toFixed(3).padStart(8)} ${String(r.done).padStart(10)}`);
+    console.log(`${r.name.padEnd(10)} ${r.rate.toFixed(0).padStart(12)} ${r.p50.toFixed(3).padStart(8)} ${r.p99.toFixed(3).padStart(8)} ${String(r.done).padStart(10)} ${r.late.toFixed(3).padStart(13)} ${r.cpu.toFixed(0).padStart(8)}`);
   }
   const none = results[0];
   const hooked = results[2];
