@@ -1,10 +1,10 @@
 // Subscribe latency with a subscribe hook against a local backend answering at once, and
 // without one (docs/hooks.md, "Latency"):
 //
-//   node dist/bench/hooks/subscribe.js [--rate 1000] [--seconds 10] [--connections 50] [--workers 1]
+//   node dist/bench/hooks/subscribe.js [--rate 1000] [--seconds 10] [--connections 50] [--workers 1] [--runs 1] [--warmup 1]
 //
-// Three rounds on one ringcast (started in this process, as the tests do; its shards are
-// worker threads) with a fresh app config each: `none` (the app has no hooks), `unmatched`
+// Three rounds per run on one ringcast (started in this process, as the tests do; its shards
+// are worker threads) with a fresh app config each: `none` (the app has no hooks), `unmatched`
 // (a subscribe hook whose pattern the channels do not match: what unhooked channels cost),
 // `hooked` (every subscribe calls the backend). The backend is a node:http server in a
 // child process answering {"allow":true} at once; its own time per call is from its request
@@ -12,9 +12,11 @@
 // open-loop at a steady rate: subscribe i to a fresh public channel is due at i / `rate` s
 // and sent by a 1 ms timer (so one at a time at 1,000/s, not in bursts), round-robin over
 // `connections` raw WebSocket clients; its latency is from its send to its
-// subscription_succeeded. `late` is how far behind its due time a subscribe was sent (p99);
+// subscription_succeeded. Each round first sends `warmup` seconds' worth at the same rate,
+// not measured (a fresh shard thread runs unoptimised code at first). `late` is how far behind its due time a subscribe was sent (p99);
 // `cpu` is this process's CPU time per subscribe (ringcast's threads and the clients, whose
-// share is the same in every round), steadier than latency on a busy machine.
+// share is the same in every round), steadier than latency on a busy machine. With --runs N
+// the three rounds run N times in turn and the medians of their p50s are printed last.
 
 import { fork } from 'node:child_process';
 import http from 'node:http';
@@ -30,6 +32,8 @@ const RATE = Number(args.get('rate') ?? 1000);
 const SECONDS = Number(args.get('seconds') ?? 10);
 const CONNECTIONS = Number(args.get('connections') ?? 50);
 const WORKERS = Number(args.get('workers') ?? 1);
+const RUNS = Number(args.get('runs') ?? 1);
+const WARMUP = Number(args.get('warmup') ?? 1);
 const APP = { id: 'bench', key: 'bench-key', secret: 'bench-secret' };
 
 if (process.argv[2] === 'backend') {
@@ -84,11 +88,13 @@ async function round(name: string, hooks: Record<string, unknown> | null): Promi
       latencies.push(performance.now() - t0);
     });
   }
-  const total = RATE * SECONDS;
+  const warm = Math.round(RATE * WARMUP); // sent, not measured
+  const measured = RATE * SECONDS;
+  const total = warm + measured;
   const gapMs = 1000 / RATE;
   const late: number[] = [];
   let sent = 0;
-  const cpu0 = process.cpuUsage();
+  let cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await new Promise<void>((resolve) => {
     const tick = () => {
@@ -97,8 +103,11 @@ async function round(name: string, hooks: Record<string, unknown> | null): Promi
       while (sent < due) {
         const channel = `b-${sent}`;
         const at = performance.now();
-        late.push(at - (t0 + sent * gapMs));
-        sentAt.set(channel, at);
+        if (sent === warm) cpu0 = process.cpuUsage();
+        if (sent >= warm) {
+          late.push(at - (t0 + sent * gapMs));
+          sentAt.set(channel, at);
+        }
         clients[sent % CONNECTIONS].send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
         sent++;
       }
@@ -108,14 +117,14 @@ async function round(name: string, hooks: Record<string, unknown> | null): Promi
     tick();
   });
   const until = performance.now() + 10_000;
-  while (latencies.length < total && performance.now() < until) await new Promise((r) => setTimeout(r, 20));
-  const elapsed = (performance.now() - t0) / 1000;
+  while (latencies.length < measured && performance.now() < until) await new Promise((r) => setTimeout(r, 20));
+  const elapsed = (performance.now() - (t0 + warm * gapMs)) / 1000;
   const cpu = process.cpuUsage(cpu0);
   for (const ws of clients) ws.close();
   await server.stop();
   latencies.sort((a, b) => a - b);
   late.sort((a, b) => a - b);
-  return { name, rate: latencies.length / elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), late: quantile(late, 0.99), cpu: (cpu.user + cpu.system) / total, done: latencies.length };
+  return { name, rate: latencies.length / elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), late: quantile(late, 0.99), cpu: (cpu.user + cpu.system) / measured, done: latencies.length };
 }
 
 async function main(): Promise<void> {
@@ -127,21 +136,31 @@ async function main(): Promise<void> {
     backend.once('message', (m: { own: number[] }) => resolve(m.own));
     backend.send('own');
   });
-  const results: Round[] = [];
-  results.push(await round('none', null));
-  results.push(await round('unmatched', { url, subscribe: { enabled: true, channels: ['hooked-*'] } }));
-  await ownTimes();
-  results.push(await round('hooked', { url, subscribe: { enabled: true, channels: ['*'] } }));
-  const own = (await ownTimes()).sort((a, b) => a - b);
-  backend.kill();
-  console.log(`subscribe hook bench: ${RATE}/s for ${SECONDS} s over ${CONNECTIONS} connections, workers ${WORKERS}, node ${process.version}`);
-  console.log(`load average (1 min) ${loadAtStart.toFixed(2)} at the start, ${os.loadavg()[0].toFixed(2)} at the end; ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'})`);
-  console.log('round      subscribes/s   p50 ms   p99 ms   answered   late p99 ms   cpu µs');
-  for (const r of results) {
-    console.log(`${r.name.padEnd(10)} ${r.rate.toFixed(0).padStart(12)} ${r.p50.toFixed(3).padStart(8)} ${r.p99.toFixed(3).padStart(8)} ${String(r.done).padStart(10)} ${r.late.toFixed(3).padStart(13)} ${r.cpu.toFixed(0).padStart(8)}`);
+  console.log(`subscribe hook bench: ${RATE}/s for ${SECONDS} s over ${CONNECTIONS} connections, workers ${WORKERS}, ${RUNS} run(s), node ${process.version}`);
+  console.log('run  round      subscribes/s   p50 ms   p99 ms   answered   late p99 ms   cpu µs');
+  const added: number[] = [];
+  const p50s = new Map<string, number[]>();
+  for (let run = 1; run <= RUNS; run++) {
+    const results: Round[] = [];
+    results.push(await round('none', null));
+    results.push(await round('unmatched', { url, subscribe: { enabled: true, channels: ['hooked-*'] } }));
+    await ownTimes();
+    results.push(await round('hooked', { url, subscribe: { enabled: true, channels: ['*'] } }));
+    const own = (await ownTimes()).sort((a, b) => a - b);
+    for (const r of results) {
+      p50s.set(r.name, [...(p50s.get(r.name) ?? []), r.p50]);
+      console.log(`${String(run).padStart(3)}  ${r.name.padEnd(10)} ${r.rate.toFixed(0).padStart(12)} ${r.p50.toFixed(3).padStart(8)} ${r.p99.toFixed(3).padStart(8)} ${String(r.done).padStart(10)} ${r.late.toFixed(3).padStart(13)} ${r.cpu.toFixed(0).padStart(8)}`);
+    }
+    const extra = results[2].p50 - results[0].p50;
+    added.push(extra - quantile(own, 0.5));
+    console.log(`     backend's own time per call: p50 ${quantile(own, 0.5).toFixed(3)} ms, p99 ${quantile(own, 0.99).toFixed(3)} ms (${own.length} calls); `
+      + `added by the hook at p50: ${extra.toFixed(3)} ms, ${added[added.length - 1].toFixed(3)} ms over the backend's own time`);
   }
-  const none = results[0];
-  const hooked = results[2];
-  console.log(`backend's own time per call: p50 ${quantile(own, 0.5).toFixed(3)} ms, p99 ${quantile(own, 0.99).toFixed(3)} ms (${own.length} calls)`);
-  console.log(`added by the hook at p50: ${(hooked.p50 - none.p50).toFixed(3)} ms (${(hooked.p50 - none.p50 - quantile(own, 0.5)).toFixed(3)} ms over the backend's own time)`);
+  backend.kill();
+  const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
+  if (RUNS > 1) {
+    console.log(`median of ${RUNS} runs: p50 ${[...p50s].map(([name, xs]) => `${name} ${median(xs).toFixed(3)} ms`).join(', ')}; `
+      + `added by the hook over the backend's own time ${median(added).toFixed(3)} ms`);
+  }
+  console.log(`load average (1 min) ${loadAtStart.toFixed(2)} at the start, ${os.loadavg()[0].toFixed(2)} at the end; ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'})`);
 }
