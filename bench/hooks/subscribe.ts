@@ -12,8 +12,9 @@
 // open-loop at a steady rate: subscribe i to a fresh public channel is due at i / `rate` s
 // and sent by a 1 ms timer (so one at a time at 1,000/s, not in bursts), round-robin over
 // `connections` raw WebSocket clients; its latency is from its send to its
-// subscription_succeeded. Each round first sends `warmup` seconds' worth at the same rate,
-// not measured (a fresh shard thread runs unoptimised code at first). `late` is how far behind its due time a subscribe was sent (p99);
+// subscription_succeeded. Each round first sends `warmup` seconds' worth at the same rate
+// and waits for their answers, not measured (a fresh shard thread runs unoptimised code at
+// first): the measured run starts from empty queues. `late` is how far behind its due time a subscribe was sent (p99);
 // `cpu` is this process's CPU time per subscribe (ringcast's threads and the clients, whose
 // share is the same in every round), steadier than latency on a busy machine. With --runs N
 // the three rounds run N times in turn and the medians of their p50s are printed last.
@@ -75,50 +76,59 @@ async function round(name: string, hooks: Record<string, unknown> | null): Promi
     ws.once('message', () => resolve(ws));
     ws.once('error', reject);
   })));
+  const warm = Math.round(RATE * WARMUP); // subscribes b-0 … b-(warm-1): sent, answered, not measured
+  const measured = RATE * SECONDS;
   const sentAt = new Map<string, number>();
   const latencies: number[] = [];
+  let warmAnswered = 0;
   for (const ws of clients) {
     ws.on('message', (raw: Buffer) => {
       const s = raw.toString('utf8');
-      const m = /"channel":"(b-\d+)"/.exec(s);
+      const m = /"channel":"b-(\d+)"/.exec(s);
       if (!m || !s.includes('subscription_succeeded')) return;
+      if (Number(m[1]) < warm) {
+        warmAnswered++;
+        return;
+      }
       const t0 = sentAt.get(m[1]);
       if (t0 === undefined) return;
       sentAt.delete(m[1]);
       latencies.push(performance.now() - t0);
     });
   }
-  const warm = Math.round(RATE * WARMUP); // sent, not measured
-  const measured = RATE * SECONDS;
-  const total = warm + measured;
   const gapMs = 1000 / RATE;
-  const late: number[] = [];
-  let sent = 0;
-  let cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  await new Promise<void>((resolve) => {
+  /** Subscribes first … first+count-1, each due gapMs after the one before. */
+  const pace = (first: number, count: number, onSend: (n: number, at: number, due: number) => void) => new Promise<void>((resolve) => {
+    const t0 = performance.now();
+    let i = 0;
     const tick = () => {
-      const now = performance.now();
-      const due = Math.min(total, Math.floor((now - t0) / gapMs) + 1);
-      while (sent < due) {
-        const channel = `b-${sent}`;
-        const at = performance.now();
-        if (sent === warm) cpu0 = process.cpuUsage();
-        if (sent >= warm) {
-          late.push(at - (t0 + sent * gapMs));
-          sentAt.set(channel, at);
-        }
-        clients[sent % CONNECTIONS].send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
-        sent++;
+      const due = Math.min(count, Math.floor((performance.now() - t0) / gapMs) + 1);
+      for (; i < due; i++) {
+        const n = first + i;
+        onSend(n, performance.now(), t0 + i * gapMs);
+        clients[n % CONNECTIONS].send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: `b-${n}` } }));
       }
-      if (sent >= total) return resolve();
-      setTimeout(tick, t0 + sent * gapMs - performance.now());
+      if (i >= count) return resolve();
+      setTimeout(tick, t0 + i * gapMs - performance.now());
     };
     tick();
   });
-  const until = performance.now() + 10_000;
-  while (latencies.length < measured && performance.now() < until) await new Promise((r) => setTimeout(r, 20));
-  const elapsed = (performance.now() - (t0 + warm * gapMs)) / 1000;
+  const until = async (done: () => boolean) => {
+    const limit = performance.now() + 10_000;
+    while (!done() && performance.now() < limit) await new Promise((r) => setTimeout(r, 20));
+  };
+  // Warm-up, then the measured run from empty queues.
+  await pace(0, warm, () => {});
+  await until(() => warmAnswered >= warm);
+  const late: number[] = [];
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await pace(warm, measured, (n, at, due) => {
+    late.push(at - due);
+    sentAt.set(String(n), at);
+  });
+  await until(() => latencies.length >= measured);
+  const elapsed = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   for (const ws of clients) ws.close();
   await server.stop();
