@@ -1,23 +1,26 @@
 // Subscribe latency with a subscribe hook against a local backend answering at once, and
 // without one (docs/hooks.md, "Latency"):
 //
-//   node dist/bench/hooks/subscribe.js [--rate 1000] [--seconds 10] [--connections 50] [--workers 1] [--runs 1] [--warmup 1]
+//   node dist/bench/hooks/subscribe.js [--rate 1000] [--seconds 10] [--connections 50] [--workers 1]
+//                                      [--runs 1] [--warmup 1] [--burst 1]
 //
 // Three rounds per run on one ringcast (started in this process, as the tests do; its shards
 // are worker threads) with a fresh app config each: `none` (the app has no hooks), `unmatched`
 // (a subscribe hook whose pattern the channels do not match: what unhooked channels cost),
 // `hooked` (every subscribe calls the backend). The backend is a node:http server in a
 // child process answering {"allow":true} at once; its own time per call is from its request
-// handler being called (headers read) to its answer being handed to res.end(). The load is
-// open-loop at a steady rate: subscribe i to a fresh public channel is due at i / `rate` s
-// and sent by a 1 ms timer (so one at a time at 1,000/s, not in bursts), round-robin over
-// `connections` raw WebSocket clients; its latency is from its send to its
-// subscription_succeeded. Each round first sends `warmup` seconds' worth at the same rate
-// and waits for their answers, not measured (a fresh shard thread runs unoptimised code at
-// first): the measured run starts from empty queues. `late` is how far behind its due time a subscribe was sent (p99);
-// `cpu` is this process's CPU time per subscribe (ringcast's threads and the clients, whose
-// share is the same in every round), steadier than latency on a busy machine. With --runs N
-// the three rounds run N times in turn and the medians of their p50s are printed last.
+// handler being called (headers read) to its answer being handed to res.end().
+//
+// The load is open-loop at a steady rate: subscribe i to a fresh public channel is due at
+// i / `rate` s and sent by a 1 ms timer (one at a time at 1,000/s; with --burst N, N at
+// once every N / `rate` s), round-robin over `connections` raw WebSocket clients; its
+// latency is from its send to its subscription_succeeded. Each round first sends `warmup`
+// seconds' worth at the same rate and waits for their answers, not measured (a fresh shard
+// thread runs unoptimised code at first), so the measured run starts from empty queues.
+// `late` is how far behind its due time a subscribe was sent (p99); `cpu` is this process's
+// CPU time per subscribe (ringcast's threads and the clients, whose share is the same in
+// every round), steadier than latency on a busy machine. With --runs N the three rounds run
+// N times in turn and the medians of their p50s are printed last.
 
 import { fork } from 'node:child_process';
 import http from 'node:http';
@@ -35,6 +38,7 @@ const CONNECTIONS = Number(args.get('connections') ?? 50);
 const WORKERS = Number(args.get('workers') ?? 1);
 const RUNS = Number(args.get('runs') ?? 1);
 const WARMUP = Number(args.get('warmup') ?? 1);
+const BURST = Number(args.get('burst') ?? 1);
 const APP = { id: 'bench', key: 'bench-key', secret: 'bench-secret' };
 
 if (process.argv[2] === 'backend') {
@@ -97,19 +101,20 @@ async function round(name: string, hooks: Record<string, unknown> | null): Promi
     });
   }
   const gapMs = 1000 / RATE;
-  /** Subscribes first … first+count-1, each due gapMs after the one before. */
+  /** Subscribes first … first+count-1, in groups of BURST, each group due BURST × gapMs after the one before. */
   const pace = (first: number, count: number, onSend: (n: number, at: number, due: number) => void) => new Promise<void>((resolve) => {
     const t0 = performance.now();
+    const dueOf = (i: number) => t0 + Math.floor(i / BURST) * BURST * gapMs;
     let i = 0;
     const tick = () => {
-      const due = Math.min(count, Math.floor((performance.now() - t0) / gapMs) + 1);
+      const due = Math.min(count, (Math.floor((performance.now() - t0) / (BURST * gapMs)) + 1) * BURST);
       for (; i < due; i++) {
         const n = first + i;
-        onSend(n, performance.now(), t0 + i * gapMs);
+        onSend(n, performance.now(), dueOf(i));
         clients[n % CONNECTIONS].send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: `b-${n}` } }));
       }
       if (i >= count) return resolve();
-      setTimeout(tick, t0 + i * gapMs - performance.now());
+      setTimeout(tick, dueOf(i) - performance.now());
     };
     tick();
   });
@@ -146,7 +151,7 @@ async function main(): Promise<void> {
     backend.once('message', (m: { own: number[] }) => resolve(m.own));
     backend.send('own');
   });
-  console.log(`subscribe hook bench: ${RATE}/s for ${SECONDS} s over ${CONNECTIONS} connections, workers ${WORKERS}, ${RUNS} run(s), node ${process.version}`);
+  console.log(`subscribe hook bench: ${RATE}/s${BURST > 1 ? ` in bursts of ${BURST}` : ''} for ${SECONDS} s over ${CONNECTIONS} connections, workers ${WORKERS}, ${RUNS} run(s), node ${process.version}`);
   console.log('run  round      subscribes/s   p50 ms   p99 ms   answered   late p99 ms   cpu µs');
   const added: number[] = [];
   const p50s = new Map<string, number[]>();
