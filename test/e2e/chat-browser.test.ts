@@ -1,5 +1,5 @@
 // examples/chat-server.ts in headless Chromium (Debian `chromium`, driven by
-// playwright-core; skipped without it): two pages join presence-chat, see each other in
+// playwright-core; scripts/deps.sh installs it, and its absence fails the test): two pages join presence-chat, see each other in
 // the member list, see each other type (client events) and chat (messages published by
 // the example's backend with the `pusher` SDK).
 
