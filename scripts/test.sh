@@ -12,9 +12,12 @@
 #                         the cluster suites reach the cross-shard paths in it)
 #   TEST_COVERAGE_FLOOR   percent of the lines of src/ (default 95)
 #   TEST_CHECKS           0 skips lint and the import-boundary check (make test-1 / test-4)
-#   TEST_JOBS             test files run at once (default 4 with workers 1, 3 with workers 4:
+#   TEST_TOGETHER         1 runs the suite runs at once (default when there are several), 0
+#                         one after the other
+#   TEST_JOBS             test files run at once in each run (default: 3 with workers 1 and 2
+#                         with workers 4 when the runs go at once, 4 and 3 when they do not;
 #                         on 2 cores, most files wait on timers and sockets part of the time;
-#                         workers 1 went from 315 s to 258 s with 3)
+#                         workers 1 alone went from 315 s to 258 s with 3)
 #   TEST_ONCE             0 runs every file in every run; otherwise scripts/test-plan.mjs
 #                         says which run each file belongs to: a file that gives the same run
 #                         whatever the shard count runs once, in the coverage run (no path to
@@ -51,45 +54,85 @@ if [ "${TEST_CHECKS:-1}" != 0 ]; then
   check "import boundaries" node scripts/check-boundaries.mjs
 fi
 
-for w in $modes; do
-  echo "== tests with workers: $w"
-  t0=$SECONDS
+# One suite run (RINGCAST_TEST_WORKERS=$1), its output prefixed "[wN] " when the runs go
+# at once; its tally goes to $2 as "pass fail skip failed-check-names…".
+suite_run() {
+  local w=$1 tally=$2 t0=$SECONDS log run cov=() code summary p f k td
+  local rp=0 rf=0 rk=0 names=()
   log=$(mktemp)
   run=("${files[@]}")
   if [ "${TEST_ONCE:-1}" != 0 ]; then
     mapfile -t run < <(node scripts/test-plan.mjs "$w" "${TEST_COVERAGE_WORKERS:-1}" "$modes" "${files[@]}")
     echo "-- ${#run[@]} of ${#files[@]} files (the others run with another shard count: scripts/test-plan.mjs)"
   fi
-  if [ ${#run[@]} -eq 0 ]; then rm -f "$log"; echo "-- nothing to run with workers: $w"; continue; fi
-  cov=()
+  if [ ${#run[@]} -eq 0 ]; then rm -f "$log"; echo "-- nothing to run with workers: $w"; echo "0 0 0" >"$tally"; return; fi
   if [[ "$coverage_modes" == *" $w "* ]]; then
     # Every process and worker thread of the run writes its coverage here when it exits.
     covdir="$PWD/dist/coverage/workers-$w"
     rm -rf "$covdir"; mkdir -p "$covdir"
     cov=(env "NODE_V8_COVERAGE=$covdir")
   fi
+  local jobs=${TEST_JOBS:-}
+  if [ -z "$jobs" ]; then
+    if [ "$together" = 1 ]; then jobs=$([ "$w" = 1 ] && echo 3 || echo 2); else jobs=$([ "$w" = 1 ] && echo 4 || echo 3); fi
+  fi
   # (no `|| true` here: it would replace PIPESTATUS and hide tap's exit code)
-  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap --timeout="${TEST_TIMEOUT:-300}" --jobs="${TEST_JOBS:-$([ "$w" = 1 ] && echo 4 || echo 3)}" "${run[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E "^(not ok|ok|# )"
+  "${cov[@]}" env RINGCAST_TEST_WORKERS="$w" node_modules/.bin/tap --reporter=tap --timeout="${TEST_TIMEOUT:-300}" --jobs="$jobs" "${run[@]}" 2>&1 | tee "$log" | grep -v '^npm warn' | grep -E "^(not ok|ok|# )"
   code=${PIPESTATUS[0]}
+  node scripts/test-durations.mjs "$w" "$log" || true
   summary=$(grep -E '^# \{ total: ' "$log" | tail -1)
   p=$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary"); f=$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")
   k=$(sed -nE 's/.*skip: ([0-9]+).*/\1/p' <<<"$summary"); td=$(sed -nE 's/.*todo: ([0-9]+).*/\1/p' <<<"$summary")
-  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0})); skip=$((skip + ${k:-0} + ${td:-0}))
-  echo "-- tests with workers: $w took $((SECONDS - t0)) s"
+  rp=${p:-0}; rf=${f:-0}; rk=$((${k:-0} + ${td:-0}))
+  echo "-- tests with workers: $w took $((SECONDS - t0)) s ($jobs files at once)"
   if [ "$code" -ne 0 ]; then
-    status=1
+    # tap failed without a failing test (a file that crashed before its plan): count it
+    [ "$rf" -eq 0 ] && rf=1
     echo "-- failures (workers: $w):"
     grep -B2 -A30 '^ *not ok' "$log" | head -300
   fi
   rm -f "$log"
   if [ ${#cov[@]} -gt 0 ]; then
+    echo "== coverage floor (workers: $w)"
+    local c0=$SECONDS
     # c8 holds every process's coverage at once: more heap than node's default 4 GB
-    check "coverage floor (workers: $w)" node --max-old-space-size=12288 scripts/coverage.mjs "$covdir" --floor "$floor" --label "workers: $w"
+    if node --max-old-space-size=12288 scripts/coverage.mjs "$covdir" --floor "$floor" --label "workers: $w"; then
+      rp=$((rp + 1)); echo "-- coverage floor (workers: $w): ok ($((SECONDS - c0)) s)"
+    else
+      rf=$((rf + 1)); names+=("coverage-floor-workers-$w"); echo "-- coverage floor (workers: $w): FAILED ($((SECONDS - c0)) s)"
+    fi
     # the raw V8 files run to gigabytes; the report stays in $covdir/report
     find "$covdir" -maxdepth 1 -name 'coverage-*.json' -delete
   fi
-done
+  echo "$rp $rf $rk ${names[*]}" >"$tally"
+}
 
+# The runs go at once (TEST_TOGETHER, default 1 with more than one run): each run has
+# files that wait on timers and sockets, and the other run's files use the cores meanwhile.
+read -ra mode_list <<<"$modes"
+together=${TEST_TOGETHER:-$([ ${#mode_list[@]} -gt 1 ] && echo 1 || echo 0)}
+tallies=()
+pids=()
+for w in "${mode_list[@]}"; do
+  tally=$(mktemp); tallies+=("$tally")
+  if [ "$together" = 1 ]; then
+    echo "== tests with workers: $w (at once with the other runs; lines prefixed [w$w])"
+    # ($! is sed's: it ends once the run's output is closed, so waiting for it waits for the run)
+    suite_run "$w" "$tally" 2>&1 | sed -u "s/^/[w$w] /" &
+    pids+=($!)
+  else
+    echo "== tests with workers: $w"
+    suite_run "$w" "$tally"
+  fi
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+for tally in "${tallies[@]}"; do
+  read -r rp rf rk names <"$tally" || true
+  pass=$((pass + ${rp:-0})); fail=$((fail + ${rf:-0})); skip=$((skip + ${rk:-0}))
+  [ -n "${names:-}" ] && failed_checks+=($names)
+  [ "${rf:-0}" -eq 0 ] || status=1
+  rm -f "$tally"
+done
 [ ${#failed_checks[@]} -eq 0 ] || echo "failed checks: ${failed_checks[*]}"
 echo "checks and suites took $((SECONDS - started)) s"
 echo "$pass passed, $fail failed, $skip skipped"
