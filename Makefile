@@ -31,9 +31,10 @@ run: build
 	$(NODE) bin/ringcast.js start --config config.yaml
 
 # ESLint (eslint.config.mjs) and the import boundaries of src/ (.dependency-cruiser.cjs).
-lint: install
+lint: build
 	node_modules/.bin/eslint src test bench examples
 	$(NODE) scripts/check-boundaries.mjs
+	$(NODE) scripts/check-options.mjs
 
 # Lint and import boundaries, then the suite with one shard (with coverage and a floor of
 # 95 % of the lines of src/) and with four (cross-shard paths); scripts/test-plan.mjs says

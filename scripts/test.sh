@@ -52,6 +52,7 @@ check() {
 if [ "${TEST_CHECKS:-1}" != 0 ]; then
   check "lint" node_modules/.bin/eslint src test bench examples
   check "import boundaries" node scripts/check-boundaries.mjs
+  check "option effects" node scripts/check-options.mjs
 fi
 
 # One suite run (RINGCAST_TEST_WORKERS=$1), its output prefixed "[wN] " when the runs go

@@ -88,7 +88,10 @@ export const GlobalSchema = Type.Object({
       user: optStr({ doc: 'NATS user name.' }),
       password: optStr({ doc: 'NATS password.' }),
       token: optStr({ doc: 'NATS token.' }),
-      prefix: str('ringcast', { doc: 'Subject prefix: <prefix>.pub, .ctl, .node.<id>.' }),
+      prefix: Type.String({
+        pattern: '^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$', default: 'ringcast',
+        ...meta({ doc: 'Subject prefix: <prefix>.pub, .ctl, .node.<id>.', rule: 'must be NATS subject tokens (letters, digits, _ and -) joined by single dots, with no wildcard' }),
+      }),
     }, 'The nats adapter.'),
     buffer_multiplier_per_cpu: int(64, 1, {
       doc: 'Refused when changed: the adapter has no per-CPU buffer (a publish goes to the backend at once).', env: 'ADAPTER_BUFFER_MULTIPLIER_PER_CPU',

@@ -264,6 +264,7 @@ t.test('validation messages name the key and the rule', async (t) => {
     [{ cors: { credentials: true } }, 'cors.origin', /^cors.origin must not contain '\*' when cors.credentials is true/],
     [{ cors: { origin: '*' } }, 'cors.origin', 'cors.origin must be a list of non-empty strings, got "*"'],
     [{ metrics: { prefix: 'ring-cast' } }, 'metrics.prefix', /must be a valid Prometheus metric name prefix/],
+    [{ adapter: { nats: { prefix: 'blue.' } } }, 'adapter.nats.prefix', /must be NATS subject tokens .* joined by single dots, with no wildcard, got "blue\."/],
     [{ metrics: { enabled: true, port: 6001 } }, 'metrics.port', 'metrics.port must differ from port when metrics.enabled is true, got 6001'],
     [{ log: { level: 'verbose' } }, 'log.level', 'log.level must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'],
     [{ log: { output_format: 'text' } }, 'log.output_format', 'must be one of json, human'],

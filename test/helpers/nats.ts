@@ -26,11 +26,13 @@ function portOpen(port: number): Promise<boolean> {
 
 export class NatsServer {
   private proc: ChildProcess | null = null;
-  private constructor(readonly port: number) {}
+  private constructor(readonly port: number, private readonly auth: string[]) {}
 
-  static async start(): Promise<NatsServer> {
+  /** `auth`: clients must give this user and password, or this token. */
+  static async start(auth?: { user: string; password: string } | { token: string }): Promise<NatsServer> {
     requireNatsBinary();
-    const s = new NatsServer(await freePort());
+    const args = !auth ? [] : 'token' in auth ? ['--auth', auth.token] : ['--user', auth.user, '--pass', auth.password];
+    const s = new NatsServer(await freePort(), args);
     await s.resume();
     return s;
   }
@@ -47,7 +49,7 @@ export class NatsServer {
   /** (Re)starts the server on the same port and waits until it accepts connections. */
   async resume(): Promise<void> {
     if (this.proc) return;
-    const proc = spawnServer('nats-server', ['-a', '127.0.0.1', '-p', String(this.port)]);
+    const proc = spawnServer('nats-server', ['-a', '127.0.0.1', '-p', String(this.port), ...this.auth]);
     this.proc = proc;
     const end = Date.now() + 10_000;
     while (!(await portOpen(this.port))) {
