@@ -18,7 +18,6 @@ import type { Logger } from 'pino';
 import type { TemplatedApp } from 'uWebSockets.js';
 import type { ControlMsg, HistSubReply } from '../bus/messages';
 import type { OutboundStage, Outgoing, Publisher } from '../channels/publisher';
-import { ownerOf } from '../channels/owner';
 import { topicOf } from '../channels/topic';
 import type { AppConfig } from '../config/types';
 import { metersFor } from '../metrics/meters';
@@ -77,16 +76,27 @@ export function withSerial(message: string, serial: number): string {
   return message.slice(0, -1) + ',"__serial":' + serial + '}';
 }
 
+export type HistPub = Extract<ControlMsg, { type: 'hist_pub' }>;
+export interface HistQuestion { app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null }
+
 /** What subscribe.ts does with a subscription: nothing special, a no_history answer, or attach(). */
 export type Plan = null | { kind: 'no_history' } | { kind: 'attach'; rewind: number; recover: Recover };
 
 export interface HistoryShardDeps {
   settings: HistorySettings;
-  shards: number;
   uws: TemplatedApp;
   sockets: ReadonlyMap<string, Socket>;
-  control(to: number, msg: ControlMsg): void;
-  request(to: number, body: { type: 'hist_sub'; app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null }): Promise<HistSubReply>;
+  /**
+   * Where a history channel's message goes to be numbered (the memory driver: its owner
+   * shard; redis: the numbering script). May throw HistoryUnavailableError (not published).
+   */
+  number(msg: HistPub): void;
+  /**
+   * A subscription's question (position, rewind, resume). `answer` must run in the turn in
+   * which the numbered messages ≤ S were handed to deliver() and none > S yet (the memory
+   * driver: the owner → shard ring; redis: the marker in the numbered stream).
+   */
+  ask(q: HistQuestion, answer: (r: HistSubReply) => void, failed: (err: Error) => void): void;
   publisher: () => Pick<Publisher, 'deliver'>;
   out(canonical: string): string;
   log: Logger;
@@ -130,9 +140,9 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
     out(m: Outgoing): boolean {
       if (m.kind !== 'api' && m.kind !== 'client') return false;
       if (settings.of(m.app, m.channel) === null) return false;
-      const msg: ControlMsg = { type: 'hist_pub', app: m.app, channel: m.channel, except: m.except, message: m.message };
+      const msg: HistPub = { type: 'hist_pub', app: m.app, channel: m.channel, except: m.except, message: m.message };
       if (m.tags) msg.tags = m.tags;
-      deps.control(ownerOf(m.app, m.channel, deps.shards), msg);
+      deps.number(msg);
       return true;
     },
   };
@@ -178,7 +188,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
       const rewind = recover.kind === 'invalid' ? 0 : plan.rewind;
       const topic = serial ? serialTopicOf(app.id, channel) : topicOf(app.id, channel);
       const current = () => !d.closed && d.channels.get(channel) === sub;
-      deps.request(ownerOf(app.id, channel, deps.shards), { type: 'hist_sub', app: app.id, channel, rewind, recover: resume }).then((r) => {
+      deps.ask({ app: app.id, channel, rewind, recover: resume }, (r) => {
         if (!current()) return;
         let reply = r;
         if (recover.kind === 'invalid') reply = { ...r, items: [], recovered: false, reason: 'invalid', error: recover.error };
@@ -198,10 +208,10 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
         }
         if (resume === null && reply.items.length > 0 && meters.enabled) deps.metrics.inc('history_rewinds_total', { app_id: app.id });
       }, (err: Error) => {
-        log.warn({ err, channel }, 'history: no answer from the channel owner; live messages only');
+        log.warn({ err, channel }, 'history: no answer from the channel\'s numbering; live messages only');
         if (!current()) return;
         ws.cork(() => {
-          if (serial) sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, { epoch: '', serial: 0, recovered: false, missed: 0, reason: 'unavailable', error: 'the channel owner did not answer' }));
+          if (serial) sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, { epoch: '', serial: 0, recovered: false, missed: 0, reason: 'unavailable', error: 'the channel\'s numbering did not answer' }));
           ws.subscribe(topic);
         });
         if (resume !== null) result(app.id, 'unavailable');

@@ -179,7 +179,7 @@ const CLAIMS: Record<string, Claim> = {
   'apps[].webhooks': { effect: ['src/webhooks/service.ts', 'a.webhooks.length > 0'] },
   'apps[].channel_delta_compression': { effect: ['src/delta/settings.ts', 'app.channel_delta_compression'] },
   // history and idempotent publish (behaviour: test/history/)
-  'history.driver': { effect: ['src/config/rules.ts', "cfg.history.driver !== 'memory'"] },
+  'history.driver': { effect: ['src/shard/history.ts', "driver === 'memory' ? null : new RedisHistory"] },
   'history.meta_ttl': { effect: ['src/history/index.ts', 'config.history.meta_ttl * 1000'] },
   'history.max_recover': { effect: ['src/shard/history.ts', 'maxRecover: config.history.max_recover'] },
   'history.memory_budget_mb': { effect: ['src/history/index.ts', 'config.history.memory_budget_mb * MIB'] },
