@@ -161,6 +161,11 @@ export class RedisHistory {
   private readonly pending = new Map<number, { q: HistQuestion; answer(r: HistSubReply): void; failed(err: Error): void; timer: NodeJS.Timeout }>();
   private readonly now: () => number;
   private closed = false;
+  /** The subscriber's SUBSCRIBE is confirmed on its current connection. */
+  private listening = false;
+  private readonly onListening: (() => void)[] = [];
+  /** While numbered() runs: the publishes' outcomes. */
+  private collecting: Promise<void>[] | null = null;
 
   constructor(private readonly d: RedisHistoryDeps) {
     this.now = d.now ?? Date.now;
@@ -207,10 +212,23 @@ export class RedisHistory {
     if (this.sub instanceof Cluster) this.sub.on('smessageBuffer', onMessage);
     else this.sub.on('messageBuffer', onMessage);
     const subjects = Array.from({ length: this.buckets }, (_, b) => this.subject(b));
-    // the subscriber queues its SUBSCRIBE until connected and renews it after reconnects
-    void (this.sub instanceof Cluster ? this.sub.ssubscribe(...subjects) : this.sub.subscribe(...subjects)).catch((err: Error) => {
-      if (!this.closed) d.log.error({ err: err.message, redis: this.where }, 'history: could not subscribe to the numbered messages');
-    });
+    // Subscribed again on every (re)connect, and only once Redis confirmed it does this shard
+    // number anything: a message numbered while it is not listening would never reach its
+    // subscribers. (ioredis re-subscribes by itself too, after 'ready'; a second SUBSCRIBE is
+    // a no-op for Redis.) A Redis Cluster takes one slot per SSUBSCRIBE.
+    const sub = this.sub;
+    const listen = () => {
+      this.listening = false;
+      void (sub instanceof Cluster ? Promise.all(subjects.map((x) => sub.ssubscribe(x))) : sub.subscribe(...subjects)).then(() => {
+        if (sub.status !== 'ready') return;
+        this.listening = true;
+        for (const w of this.onListening.splice(0)) w();
+      }, (err: Error) => {
+        if (!this.closed) d.log.error({ err: err.message, redis: this.where }, 'history: could not subscribe to the numbered messages');
+      });
+    };
+    sub.on('ready', listen);
+    for (const ev of ['close', 'end', 'reconnecting']) sub.on(ev, () => { this.listening = false; });
   }
 
   private tagOf(b: number): string {
@@ -238,31 +256,58 @@ export class RedisHistory {
 
   /** Whether Redis can be asked now (GET /up/{appId}). */
   isUp(): boolean {
-    return this.cmd.status === 'ready' && this.sub.status === 'ready';
+    return this.cmd.status === 'ready' && this.sub.status === 'ready' && this.listening;
   }
 
   ready(timeoutMs: number): Promise<void> {
     const fail = (c: Client) => () => this.unavailable(redisUnreachable(c, this.where, timeoutMs));
-    return Promise.all([whenReady(this.cmd, timeoutMs, fail(this.cmd)), whenReady(this.sub, timeoutMs, fail(this.sub))]).then(() => undefined);
+    const listening = new Promise<void>((resolve, reject) => {
+      if (this.listening) return resolve();
+      const timer = setTimeout(() => reject(this.unavailable(`not subscribed to the numbered messages within ${timeoutMs} ms`)), timeoutMs);
+      this.onListening.push(() => { clearTimeout(timer); resolve(); });
+    });
+    return Promise.all([whenReady(this.cmd, timeoutMs, fail(this.cmd)), whenReady(this.sub, timeoutMs, fail(this.sub)), listening]).then(() => undefined);
   }
 
   /** Numbers, stores and publishes one message of a history channel; throws HistoryUnavailableError when Redis is down. */
   publish(m: HistPub): void {
     const s = this.d.setting(m.app, m.channel);
     if (s === null) return;
-    if (this.cmd.status !== 'ready') throw this.unavailable('the message was not published');
+    if (!this.isUp()) throw this.unavailable('the message was not published');
     const [meta, list, subject] = this.keys(m.app, m.channel);
     const header = JSON.stringify([m.app, m.channel, m.except, m.tags ?? null]);
-    this.cmd.rcHistPub(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, s.size, s.ttl * 1000, this.now(), this.publishCommand, subject, header, m.message)
-      .catch((err: Error) => {
+    const done = this.cmd.rcHistPub(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, s.size, s.ttl * 1000, this.now(), this.publishCommand, subject, header, m.message)
+      .then(() => undefined, (err: Error) => {
         this.d.metrics.inc('history_store_errors_total', { op: 'publish' });
-        logLimited(this.d.log, 'error', { err: err.message, channel: m.channel, redis: this.where }, 'history: a message to a history channel was lost: Redis did not number it');
+        logLimited(this.d.log, 'error', { err: err.message, channel: m.channel, redis: this.where }, 'history: a message to a history channel was not numbered: neither stored nor delivered');
+        throw this.unavailable(`the message was not numbered (${err.message})`);
       });
+    done.catch(() => undefined); // a client event has nobody to answer: logged and counted above
+    this.collecting?.push(done);
+  }
+
+  /**
+   * Runs `publish` (the API's publisher call) and returns what its history channel messages
+   * wait for: resolved once Redis numbered every one of them (stored and on their way to the
+   * subscribers), rejected with HistoryUnavailableError when one was not; null when it
+   * published on no history channel. So a 200 means numbered, and an API publish answered
+   * 200 before the next one is sent is numbered before it, whichever node takes either.
+   */
+  numbered(publish: () => void): Promise<void> | null {
+    const outer = this.collecting;
+    const mine: Promise<void>[] = [];
+    this.collecting = mine;
+    try {
+      publish();
+    } finally {
+      this.collecting = outer;
+    }
+    return mine.length === 0 ? null : Promise.all(mine).then(() => undefined);
   }
 
   /** A subscription's question: answered when its marker comes back through the numbered stream. */
   ask(q: HistQuestion, answer: (r: HistSubReply) => void, failed: (err: Error) => void): void {
-    if (this.cmd.status !== 'ready') {
+    if (!this.isUp()) {
       queueMicrotask(() => failed(this.unavailable('no rewind or recovery')));
       return;
     }
@@ -301,12 +346,12 @@ export class RedisHistory {
   }
 
   private received(buf: Buffer): void {
-    if (buf[0] === 0x70) return this.numbered(buf); // 'p'
+    if (buf[0] === 0x70) return this.onNumbered(buf); // 'p'
     if (buf[0] === 0x72) return this.marker(buf); // 'r'
   }
 
   /** `p\n<epoch>\n<serial>\n<header json>\n<frame>` */
-  private numbered(buf: Buffer): void {
+  private onNumbered(buf: Buffer): void {
     const text = buf.toString('utf8');
     const a = text.indexOf('\n', 2);
     const b = text.indexOf('\n', a + 1);

@@ -119,8 +119,12 @@ export interface HistoryShard {
 export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
   const { settings, uws, log } = deps;
   const meters = metersFor(deps.metrics);
-  /** Serial topic → the epoch this shard last saw on it (epoch_changed); only topics with subscribers. */
-  const epochs = new Map<string, string>();
+  /**
+   * Serial topic → the epoch and serial of the last message this shard delivered on it
+   * (epoch_changed, and a gap: messages that never reached this shard, e.g. while its Redis
+   * subscription was down); only topics with subscribers.
+   */
+  const seen = new Map<string, { epoch: string; serial: number }>();
 
   function recoveryFrame(channel: string, data: { epoch: string; serial: number; recovered: boolean; missed: number; reason?: string; error?: string }): string {
     return frame(deps.out(Ev.Recovery), data, channel);
@@ -151,13 +155,23 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
     deps.publisher().deliver({ app: h.app, channel: h.channel, except: h.except, message: Buffer.from(h.message), tags: h.tags ?? null });
     const st = serialTopicOf(h.app, h.channel);
     if (uws.numSubscribers(st) === 0) return;
-    const known = epochs.get(st);
-    if (known !== h.epoch) {
-      epochs.set(st, h.epoch);
-      // the numbering was lost (the owner restarted): positions of the old epoch are void
+    const known = seen.get(st);
+    if (known === undefined || known.epoch !== h.epoch) {
+      // the numbering was lost (the owner restarted, Redis lost it): positions of the old epoch are void
       if (known !== undefined) {
         uws.publish(st, recoveryFrame(h.channel, { epoch: h.epoch, serial: h.serial - 1, recovered: false, missed: 0, reason: 'epoch_changed' }), false);
       }
+      seen.set(st, { epoch: h.epoch, serial: h.serial });
+    } else {
+      if (h.serial <= known.serial) return; // already delivered: never twice
+      if (h.serial > known.serial + 1) {
+        // messages of this epoch that never reached this shard: the positions cannot go on exactly
+        uws.publish(st, recoveryFrame(h.channel, {
+          epoch: h.epoch, serial: h.serial - 1, recovered: false, missed: 0, reason: 'unavailable',
+          error: `messages ${known.serial + 1} to ${h.serial - 1} did not reach this server (its connection to the history store was down)`,
+        }), false);
+      }
+      known.serial = h.serial;
     }
     const bytes = withSerial(h.message, h.serial);
     const sender = h.except ? deps.sockets.get(h.except) : undefined;
@@ -203,7 +217,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
           ws.subscribe(topic);
         });
         if (serial) {
-          epochs.set(topic, reply.epoch);
+          seen.set(topic, { epoch: reply.epoch, serial: reply.serial });
           if (resume !== null || recover.kind === 'invalid') result(app.id, reply.recovered ? 'recovered' : reply.reason ?? 'unknown');
         }
         if (resume === null && reply.items.length > 0 && meters.enabled) deps.metrics.inc('history_rewinds_total', { app_id: app.id });
@@ -221,7 +235,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
       if (sub.history?.serial) ws.unsubscribe(serialTopicOf(app, channel));
     },
     sweep() {
-      for (const st of epochs.keys()) if (uws.numSubscribers(st) === 0) epochs.delete(st);
+      for (const st of seen.keys()) if (uws.numSubscribers(st) === 0) seen.delete(st);
     },
   };
 }

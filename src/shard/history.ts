@@ -115,6 +115,7 @@ export function createShardHistory(d: {
         settings: d.side.settings,
         page: d.redis ? (app, channel, q) => d.redis!.page(app, channel, q)
           : (app, channel, q) => bus.request(ownerOf(app, channel, shards), { type: 'hist_page', app, channel, ...q }),
+        ...(d.redis ? { numbered: (publish: () => void) => d.redis!.numbered(publish) } : {}),
       },
       idempotency: {
         claim: (app, key) => bus.request(keyOwner(app, key, shards), { type: 'idem_claim', app, key }),
