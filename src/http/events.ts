@@ -192,12 +192,12 @@ function publishEvent(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): MaybeProm
  * stored nor delivered, but the request's other messages may have been.
  */
 function publishAll(deps: ApiDeps, msgs: Outgoing[]): Promise<void> | null {
-  const numbered = deps.history?.numbered;
-  if (numbered === undefined) {
+  const history = deps.history;
+  if (history?.numbered === undefined) {
     deps.publisher.publish(msgs);
     return null;
   }
-  return numbered(() => deps.publisher.publish(msgs));
+  return history.numbered(() => deps.publisher.publish(msgs));
 }
 
 /** The publish hook (hooks/publish.ts): the events to publish (data maybe replaced), or the refusal. Synchronous without a hook. */

@@ -8,7 +8,7 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import type PusherJS from 'pusher-js';
 import { APP, WORKERS, eventually, startServer } from '../helpers/server';
-import { connected, pusherJs } from '../helpers/pusher-js';
+import { connected, pusherJs, subscribeNumbered } from '../helpers/pusher-js';
 import { cutProxy } from '../helpers/cut-proxy';
 
 type ClientModule = typeof import('../../client/index.js');
@@ -33,12 +33,7 @@ const DURING = 200;
 
 t.test(`withRecovery: a dropped TCP connection misses nothing (${WORKERS} workers)`, async (t) => {
   const { px, sdk, pusher, failed, recovery } = await setup(t, 500);
-  const got = new Map<string, number[]>(CHANNELS.map((c) => [c, []]));
-  await Promise.all(CHANNELS.map((c) => new Promise<void>((resolve) => {
-    const ch = pusher.subscribe(c);
-    ch.bind('msg', (d: { i: number }) => got.get(c)!.push(d.i));
-    ch.bind('pusher:subscription_succeeded', () => resolve());
-  })));
+  const got = await subscribeNumbered(pusher, CHANNELS);
   // positions known: the recovery frame came
   await eventually(() => CHANNELS.every((c) => recovery.positions.has(c)), 5000, 'positions');
   const publish = async (from: number, to: number) => {

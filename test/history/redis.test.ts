@@ -14,7 +14,7 @@ import type { ConfigInput } from '../../src/config';
 import { startBackend } from '../adapter/backends';
 import { startNodePair } from '../helpers/cluster';
 import { cutProxy } from '../helpers/cut-proxy';
-import { connected, pusherJs } from '../helpers/pusher-js';
+import { connected, pusherJs, subscribeNumbered } from '../helpers/pusher-js';
 import { RedisServer } from '../helpers/redis';
 import { APP, RawClient, WORKERS, eventually, startServer, type Frame, type TestServer } from '../helpers/server';
 
@@ -54,12 +54,7 @@ for (const name of ['redis', 'redis-cluster'] as const) {
       const failed: unknown[] = [];
       const recovery = load().withRecovery(pusher, { onFailed: (c, info) => failed.push([c, info]) });
       await connected(pusher);
-      const got = new Map<string, number[]>(CHANNELS.map((c) => [c, []]));
-      await Promise.all(CHANNELS.map((c) => new Promise<void>((resolve) => {
-        const ch = pusher.subscribe(c);
-        ch.bind('msg', (d: { i: number }) => got.get(c)!.push(d.i));
-        ch.bind('pusher:subscription_succeeded', () => resolve());
-      })));
+      const got = await subscribeNumbered(pusher, CHANNELS);
       await eventually(() => CHANNELS.every((c) => recovery.positions.has(c)), 5000, 'positions');
       await publish(CHANNELS, 1, BEFORE);
       await eventually(() => CHANNELS.every((c) => got.get(c)!.length === BEFORE), 5000, 'the first messages');
@@ -103,12 +98,7 @@ for (const name of ['redis', 'redis-cluster'] as const) {
       await publish(['rw-a'], 1, 8);
       const pusher = b.track(pusherJs(b.port));
       await connected(pusher);
-      const got: number[] = [];
-      await new Promise<void>((resolve) => {
-        const ch = pusher.subscribe('rw-a');
-        ch.bind('msg', (d: { i: number }) => got.push(d.i));
-        ch.bind('pusher:subscription_succeeded', () => resolve());
-      });
+      const got = (await subscribeNumbered(pusher, ['rw-a'])).get('rw-a')!;
       await publish(['rw-a'], 9, 9); // node A: live after the rewind
       await eventually(() => got.includes(9), 5000, 'the live message');
       t.same(got, [4, 5, 6, 7, 8, 9], 'the last 5 (published on both nodes), then live');
