@@ -5,7 +5,8 @@
 // deliver the same serials in the same order; a stock client gets the rewind on the other
 // node; REST history on B sees A's messages. On one node: Redis down answers 503 (API) and
 // pusher:error (client event) on history channels while other channels go on, and a Redis
-// restart (AOF, fsync always: its data survives) changes the epoch, told as epoch_changed.
+// restart (AOF, fsync always: its data survives) changes the epoch, told as epoch_changed;
+// a serial that never reached the node is reported as a gap (unavailable).
 // Workers 1 and 4 (RINGCAST_TEST_WORKERS).
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -160,6 +161,10 @@ t.test(`history.driver redis: Redis down, and a Redis restart changes the epoch 
   c.send({ event: 'client-x', channel: 'private-h-1', data: {} });
   const refused = await c.event('pusher:error', undefined, 5000);
   t.match(refused.data, { message: /history store unavailable/ }, 'a client event on a history channel gets pusher:error');
+  const late = srv.track(await RawClient.connect(srv.wsUrl()));
+  await late.subscribe('room-r', { recover: { epoch: first.data.epoch, serial: 3 } });
+  t.match((await late.event('pusher_internal:recovery', 'room-r')).data, { recovered: false, reason: 'unavailable' }, 'a resume while Redis is down: unavailable');
+  await late.close();
 
   await redis.resume();
   await triggerUntil(srv, 'room-r', 200, { i: 4 });
@@ -169,8 +174,15 @@ t.test(`history.driver redis: Redis down, and a Redis restart changes the epoch 
   const live = await c.next((f) => f.event === 'msg' && iOf(f) === 4, 5000) as Serial;
   t.equal(live.__serial, 1, 'the new epoch starts at 1');
 
+  // a serial given in Redis that never reached this node (as when its subscription was down): reported, not hidden
+  t.match(await redis.command('HINCRBY hist:{hist.0}:m:app-id:room-r s 1'), /^:2/);
+  await sdk.trigger('room-r', 'msg', { i: 5 });
+  const gap = await c.next((f) => f.event === 'pusher_internal:recovery' && f.channel === 'room-r', 5000);
+  t.match(gap.data, { epoch: changed.data.epoch, serial: 2, recovered: false, reason: 'unavailable', error: /messages 2 to 2 did not reach this server/ }, 'the gap is reported before the next message');
+  t.equal((await c.next((f) => f.event === 'msg' && iOf(f) === 5, 5000) as Serial).__serial, 3);
+
   const again = srv.track(await RawClient.connect(srv.wsUrl()));
   await again.subscribe('room-r', { recover: { epoch: first.data.epoch, serial: 3 } });
   const rec = await again.event('pusher_internal:recovery', 'room-r');
-  t.match(rec.data, { recovered: false, reason: 'epoch_changed', epoch: changed.data.epoch, serial: 1 }, 'a resume from the old epoch is refused');
+  t.match(rec.data, { recovered: false, reason: 'epoch_changed', epoch: changed.data.epoch, serial: 3 }, 'a resume from the old epoch is refused');
 });
