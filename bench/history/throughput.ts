@@ -4,7 +4,11 @@
 // positions (`recover`: frames with __serial on the serial topic). Same server, same
 // clients, same publishes (HTTP keep-alive, `--conc` in flight), interleaved rounds.
 //
-//   node dist/bench/history/throughput.js [--workers 4] [--subs 50] [--messages 4000] [--rounds 3] [--conc 16]
+//   node dist/bench/history/throughput.js [--workers 4] [--subs 50] [--messages 4000] [--rounds 3] [--conc 16] [--redis PORT]
+//
+// --redis PORT: history.driver redis on the redis-server at 127.0.0.1:PORT (history/redis.ts:
+// each history publish is one script in Redis and its answer waits for it; Redis's own CPU
+// is not in the figures).
 //
 // CPU: process.cpuUsage() of this process (server threads and the clients, which are the
 // same in every mode), per delivered message.
@@ -24,6 +28,7 @@ const SUBS = arg('subs', 50);
 const MESSAGES = arg('messages', 4000);
 const ROUNDS = arg('rounds', 3);
 const CONC = arg('conc', 16);
+const REDIS = arg('redis', 0);
 const APP = { id: 'bench', key: 'bench-key', secret: 'bench-secret' };
 
 type Mode = 'plain' | 'history' | 'recover';
@@ -31,6 +36,7 @@ type Mode = 'plain' | 'history' | 'recover';
 async function main(): Promise<void> {
   const config = loadConfig({ env: {}, overrides: {
     host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' },
+    ...(REDIS > 0 ? { history: { driver: 'redis' }, database: { redis: { host: '127.0.0.1', port: REDIS } } } : {}),
     apps: [{ ...APP, max_backend_events_per_second: null, max_client_events_per_second: 1_000_000, channel_history: { 'h-*': { size: 1000, ttl: 60 } } } as never],
   } });
   const server = await start(config);

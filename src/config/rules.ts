@@ -16,12 +16,12 @@ export const RULES: readonly string[] = [
   '`metrics.port` differs from `port` when `metrics.enabled` is true.',
   '`console.port` differs from `port` and, with metrics on, from `metrics.port`; `console.token` has at least 16 characters, or is null.',
   '`adapter.cluster_health.heartbeat_interval_ms` ≤ `node_timeout_ms` / 3 when cluster health is enabled.',
-  '`database.redis_cluster.nodes` lists at least one node when `adapter.driver`, `cache.driver` or `rate_limiter.driver` is redis-cluster; `adapter.nats.servers` lists at least one server when `adapter.driver` is nats.',
+  '`database.redis_cluster.nodes` lists at least one node when `adapter.driver`, `cache.driver`, `rate_limiter.driver` or `history.driver` is redis-cluster; `adapter.nats.servers` lists at least one server when `adapter.driver` is nats.',
   '`delta_compression.cluster_coordination` needs `adapter.driver` redis, redis-cluster or nats.',
   '`database.redis.pool_min` ≤ `database.redis.pool_max`; `database.pooling.min` ≤ `database.pooling.max`.',
   "`cors.origin` does not contain '*' when `cors.credentials` is true (browsers reject it).",
   '`bus.max_spill_bytes` ≥ 2 × `event_limits.max_payload_in_kb` KiB, so that the largest event can queue.',
-  '`history.driver` is memory (redis and redis-cluster are not in this build); an app\'s `channel_history` rewind ≤ size.',
+  'An app\'s `channel_history` rewind ≤ size.',
   '`hook_client.ca_path` names a readable PEM file of CA certificates, or is null.',
   '`limits.http_body_bytes_in_flight` ≥ `http.request_limit_in_mb` MiB, so that the largest request can be read.',
   '`webhooks.retry.initial_delay_ms` ≤ `webhooks.retry.max_delay_ms`; `webhooks.signature_header` differs from `webhooks.key_header` (in any case).',
@@ -56,7 +56,7 @@ export function globalRules(c: Checker, cfg: GlobalConfig): void {
   if (h.enabled === true && c.ok(`${hk}heartbeat_interval_ms`, `${hk}node_timeout_ms`) && h.heartbeat_interval_ms * 3 > h.node_timeout_ms) {
     c.fail(`${hk}heartbeat_interval_ms`, `must be ≤ node_timeout_ms / 3 (node_timeout_ms is ${h.node_timeout_ms})`, h.heartbeat_interval_ms);
   }
-  const usesCluster = ([['adapter.driver', cfg.adapter.driver], ['cache.driver', cfg.cache.driver], ['rate_limiter.driver', cfg.rate_limiter.driver]] as const)
+  const usesCluster = ([['adapter.driver', cfg.adapter.driver], ['cache.driver', cfg.cache.driver], ['rate_limiter.driver', cfg.rate_limiter.driver], ['history.driver', cfg.history.driver]] as const)
     .filter(([, d]) => d === 'redis-cluster').map(([k]) => k);
   if (usesCluster.length > 0 && c.ok('database.redis_cluster.nodes') && cfg.database.redis_cluster.nodes.length === 0) {
     c.fail('database.redis_cluster.nodes', `must list at least one host:port when ${usesCluster.join(', ')} is redis-cluster (or set REDIS_CLUSTER_NODES)`, undefined, false);
@@ -84,9 +84,6 @@ export function globalRules(c: Checker, cfg: GlobalConfig): void {
     c.fail('limits.http_body_bytes_in_flight', `must be ≥ http.request_limit_in_mb MiB (${bodyMax}) so that the largest request can be read`, cfg.limits.http_body_bytes_in_flight);
   }
   hookCaRule(c, cfg.hook_client.ca_path);
-  if (c.ok('history.driver') && cfg.history.driver !== 'memory') {
-    c.fail('history.driver', 'must be memory: the redis and redis-cluster history drivers are not in this build of ringcast', cfg.history.driver);
-  }
   const r = cfg.webhooks.retry;
   if (c.ok('webhooks.retry.initial_delay_ms', 'webhooks.retry.max_delay_ms') && r.initial_delay_ms > r.max_delay_ms) {
     c.fail('webhooks.retry.initial_delay_ms', `must be ≤ webhooks.retry.max_delay_ms (${r.max_delay_ms})`, r.initial_delay_ms);

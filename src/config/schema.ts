@@ -282,7 +282,7 @@ export const GlobalSchema = Type.Object({
     max_sessions: int(10_000, 1, { doc: 'Open sessions per process, at most; new ones answer 503 past it.', ours: true }),
   }, 'pusher-js\'s HTTP fallback transports (PROTOCOL.md "HTTP fallback transports").'),
   history: section({
-    driver: oneOf(['memory', 'redis', 'redis-cluster'], 'memory', { doc: 'Where history channels are numbered and kept (docs/history.md): memory (per process). redis and redis-cluster are refused in this build.', env: 'HISTORY_DRIVER' }),
+    driver: oneOf(['memory', 'redis', 'redis-cluster'], 'memory', { doc: 'Where history channels are numbered and kept (docs/history.md): memory (per process; with a cluster adapter each node numbers its own), redis (database.redis) or redis-cluster (database.redis_cluster, Redis ≥ 7): one sequence per channel for every node.', env: 'HISTORY_DRIVER' }),
     meta_ttl: int(86_400, 1, { doc: 'Seconds a channel\'s epoch and last serial outlive its last message while it has no subscribers.' }),
     max_recover: int(1000, 1, { max: MAX_HISTORY_SIZE, doc: 'Most messages one recovery replays; more: recovered false, reason too_many.' }),
     memory_budget_mb: int(256, 1, { max: 1024 * 1024, doc: 'MiB of stored messages in the process; past it the least recently written channels are evicted first (history_evictions_total).', ours: true }),

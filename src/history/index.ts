@@ -1,6 +1,6 @@
-// The history store factory (history.driver): one backend per file behind HistoryStore
-// (types.ts). Config validation refuses the drivers that are not in this build, so every
-// value that reaches here has a backend.
+// The history store factory of the memory driver (history.driver memory): the store behind
+// HistoryStore (types.ts) that each owner shard keeps. The redis and redis-cluster drivers
+// number and keep in Redis without an owner shard (history/redis.ts, shard/history.ts).
 
 import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
@@ -19,6 +19,6 @@ export function createHistoryStore(config: Config, shards: number, metrics: Metr
         events: { evicted: (app, messages) => metrics.inc('history_evictions_total', { app_id: app }, messages) },
       });
     default:
-      throw new Error(`history.driver ${config.history.driver} is not in this build of ringcast`);
+      throw new Error(`history.driver ${config.history.driver} has no owner-shard store (history/redis.ts numbers in Redis)`);
   }
 }

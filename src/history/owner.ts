@@ -16,7 +16,7 @@ import { BusFullError } from '../bus/errors';
 import type { ControlMsg, HistPageReply, HistSubReply } from '../bus/messages';
 import type { MetricsSink } from '../metrics/types';
 import type { HistorySettings } from './settings';
-import type { HistoryStore } from './types';
+import type { HistoryStore, Position, StoredMessage } from './types';
 
 export type HistoryOwnerMsg = Extract<ControlMsg, { type: 'hist_pub' | 'hist_sub' | 'hist_page' }>;
 export type HistFrame = Extract<ControlMsg, { type: 'hist' }>;
@@ -50,6 +50,33 @@ export interface HistoryOwner {
   sweep(): void;
 }
 
+/** What a subscription's answer reads of a channel's stored messages (a store, or a snapshot read from Redis). */
+export interface StoredView {
+  /** The last ≤ n stored messages, oldest first. */
+  last(n: number): StoredMessage[];
+  /** The stored messages with serial > after, oldest first; null when after + 1 is no longer stored. */
+  since(after: number): StoredMessage[] | null;
+}
+
+/** The answer to a hist_sub (rewind, positions, resume) from the channel's position and stored messages; every driver's. */
+export function answerSub(m: { rewind: number; recover: { epoch: string; serial: number } | null }, hasHistory: boolean, position: () => Position, view: StoredView, maxRecover: number): HistSubReply {
+  if (!hasHistory) return { epoch: '', serial: 0, items: [], recovered: m.recover ? false : null, reason: 'no_history' };
+  const pos = position();
+  const fail = (reason: NonNullable<HistSubReply['reason']>, error?: string): HistSubReply =>
+    ({ epoch: pos.epoch, serial: pos.serial, items: [], recovered: false, reason, ...(error ? { error } : {}) });
+  const r = m.recover;
+  if (r === null) {
+    const items = m.rewind > 0 ? view.last(m.rewind) : [];
+    return { epoch: pos.epoch, serial: pos.serial, items: items.map((x) => [x.serial, x.message]), recovered: null };
+  }
+  if (r.epoch !== pos.epoch) return fail('epoch_changed');
+  if (r.serial > pos.serial) return fail('invalid', `recover.serial ${r.serial} is ahead of the channel (its last serial is ${pos.serial})`);
+  if (pos.serial - r.serial > maxRecover) return fail('too_many');
+  const items = view.since(r.serial);
+  if (items === null) return fail('too_old');
+  return { epoch: pos.epoch, serial: pos.serial, items: items.map((x) => [x.serial, x.message]), recovered: true };
+}
+
 export function createHistoryOwner(deps: HistoryOwnerDeps): HistoryOwner {
   const { store, settings, log } = deps;
   const now = deps.now ?? Date.now;
@@ -73,23 +100,11 @@ export function createHistoryOwner(deps: HistoryOwnerDeps): HistoryOwner {
   }
 
   function subscribe(m: Extract<HistoryOwnerMsg, { type: 'hist_sub' }>): HistSubReply {
-    const s = settings.of(m.app, m.channel);
-    if (s === null) return { epoch: '', serial: 0, items: [], recovered: m.recover ? false : null, reason: 'no_history' };
     const t = now();
-    const pos = store.position(m.app, m.channel, t);
-    const fail = (reason: NonNullable<HistSubReply['reason']>, error?: string): HistSubReply =>
-      ({ epoch: pos.epoch, serial: pos.serial, items: [], recovered: false, reason, ...(error ? { error } : {}) });
-    const r = m.recover;
-    if (r === null) {
-      const items = m.rewind > 0 ? store.last(m.app, m.channel, m.rewind, t) : [];
-      return { epoch: pos.epoch, serial: pos.serial, items: items.map((x) => [x.serial, x.message]), recovered: null };
-    }
-    if (r.epoch !== pos.epoch) return fail('epoch_changed');
-    if (r.serial > pos.serial) return fail('invalid', `recover.serial ${r.serial} is ahead of the channel (its last serial is ${pos.serial})`);
-    if (pos.serial - r.serial > deps.maxRecover) return fail('too_many');
-    const items = store.since(m.app, m.channel, r.serial, t);
-    if (items === null) return fail('too_old');
-    return { epoch: pos.epoch, serial: pos.serial, items: items.map((x) => [x.serial, x.message]), recovered: true };
+    return answerSub(m, settings.of(m.app, m.channel) !== null, () => store.position(m.app, m.channel, t), {
+      last: (n) => store.last(m.app, m.channel, n, t),
+      since: (after) => store.since(m.app, m.channel, after, t),
+    }, deps.maxRecover);
   }
 
   function page(m: Extract<HistoryOwnerMsg, { type: 'hist_page' }>): HistPageReply {

@@ -11,6 +11,12 @@ import type { HistorySettings } from './settings';
 export interface RestHistory {
   settings: HistorySettings;
   page(app: string, channel: string, q: { limit: number; direction: 'backwards' | 'forwards'; after: number; before: number | null }): Promise<HistPageReply>;
+  /**
+   * history.driver redis / redis-cluster (history/redis.ts numbered()): runs an API publish
+   * and returns what it waits for until its history channel messages are numbered (null:
+   * none, or the memory driver, which numbers them behind the answer in the owner shard).
+   */
+  numbered?(publish: () => void): Promise<void> | null;
 }
 
 export interface Answer { status: number; body: unknown }

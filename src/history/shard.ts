@@ -18,7 +18,6 @@ import type { Logger } from 'pino';
 import type { TemplatedApp } from 'uWebSockets.js';
 import type { ControlMsg, HistSubReply } from '../bus/messages';
 import type { OutboundStage, Outgoing, Publisher } from '../channels/publisher';
-import { ownerOf } from '../channels/owner';
 import { topicOf } from '../channels/topic';
 import type { AppConfig } from '../config/types';
 import { metersFor } from '../metrics/meters';
@@ -77,16 +76,27 @@ export function withSerial(message: string, serial: number): string {
   return message.slice(0, -1) + ',"__serial":' + serial + '}';
 }
 
+export type HistPub = Extract<ControlMsg, { type: 'hist_pub' }>;
+export interface HistQuestion { app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null }
+
 /** What subscribe.ts does with a subscription: nothing special, a no_history answer, or attach(). */
 export type Plan = null | { kind: 'no_history' } | { kind: 'attach'; rewind: number; recover: Recover };
 
 export interface HistoryShardDeps {
   settings: HistorySettings;
-  shards: number;
   uws: TemplatedApp;
   sockets: ReadonlyMap<string, Socket>;
-  control(to: number, msg: ControlMsg): void;
-  request(to: number, body: { type: 'hist_sub'; app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null }): Promise<HistSubReply>;
+  /**
+   * Where a history channel's message goes to be numbered (the memory driver: its owner
+   * shard; redis: the numbering script). May throw HistoryUnavailableError (not published).
+   */
+  number(msg: HistPub): void;
+  /**
+   * A subscription's question (position, rewind, resume). `answer` must run in the turn in
+   * which the numbered messages ≤ S were handed to deliver() and none > S yet (the memory
+   * driver: the owner → shard ring; redis: the marker in the numbered stream).
+   */
+  ask(q: HistQuestion, answer: (r: HistSubReply) => void, failed: (err: Error) => void): void;
   publisher: () => Pick<Publisher, 'deliver'>;
   out(canonical: string): string;
   log: Logger;
@@ -109,8 +119,12 @@ export interface HistoryShard {
 export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
   const { settings, uws, log } = deps;
   const meters = metersFor(deps.metrics);
-  /** Serial topic → the epoch this shard last saw on it (epoch_changed); only topics with subscribers. */
-  const epochs = new Map<string, string>();
+  /**
+   * Serial topic → the epoch and serial of the last message this shard delivered on it
+   * (epoch_changed, and a gap: messages that never reached this shard, e.g. while its Redis
+   * subscription was down); only topics with subscribers.
+   */
+  const seen = new Map<string, { epoch: string; serial: number }>();
 
   function recoveryFrame(channel: string, data: { epoch: string; serial: number; recovered: boolean; missed: number; reason?: string; error?: string }): string {
     return frame(deps.out(Ev.Recovery), data, channel);
@@ -130,9 +144,9 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
     out(m: Outgoing): boolean {
       if (m.kind !== 'api' && m.kind !== 'client') return false;
       if (settings.of(m.app, m.channel) === null) return false;
-      const msg: ControlMsg = { type: 'hist_pub', app: m.app, channel: m.channel, except: m.except, message: m.message };
+      const msg: HistPub = { type: 'hist_pub', app: m.app, channel: m.channel, except: m.except, message: m.message };
       if (m.tags) msg.tags = m.tags;
-      deps.control(ownerOf(m.app, m.channel, deps.shards), msg);
+      deps.number(msg);
       return true;
     },
   };
@@ -141,13 +155,23 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
     deps.publisher().deliver({ app: h.app, channel: h.channel, except: h.except, message: Buffer.from(h.message), tags: h.tags ?? null });
     const st = serialTopicOf(h.app, h.channel);
     if (uws.numSubscribers(st) === 0) return;
-    const known = epochs.get(st);
-    if (known !== h.epoch) {
-      epochs.set(st, h.epoch);
-      // the numbering was lost (the owner restarted): positions of the old epoch are void
+    const known = seen.get(st);
+    if (known === undefined || known.epoch !== h.epoch) {
+      // the numbering was lost (the owner restarted, Redis lost it): positions of the old epoch are void
       if (known !== undefined) {
         uws.publish(st, recoveryFrame(h.channel, { epoch: h.epoch, serial: h.serial - 1, recovered: false, missed: 0, reason: 'epoch_changed' }), false);
       }
+      seen.set(st, { epoch: h.epoch, serial: h.serial });
+    } else {
+      if (h.serial <= known.serial) return; // already delivered: never twice
+      if (h.serial > known.serial + 1) {
+        // messages of this epoch that never reached this shard: the positions cannot go on exactly
+        uws.publish(st, recoveryFrame(h.channel, {
+          epoch: h.epoch, serial: h.serial - 1, recovered: false, missed: 0, reason: 'unavailable',
+          error: `messages ${known.serial + 1} to ${h.serial - 1} did not reach this server (its connection to the history store was down)`,
+        }), false);
+      }
+      known.serial = h.serial;
     }
     const bytes = withSerial(h.message, h.serial);
     const sender = h.except ? deps.sockets.get(h.except) : undefined;
@@ -178,7 +202,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
       const rewind = recover.kind === 'invalid' ? 0 : plan.rewind;
       const topic = serial ? serialTopicOf(app.id, channel) : topicOf(app.id, channel);
       const current = () => !d.closed && d.channels.get(channel) === sub;
-      deps.request(ownerOf(app.id, channel, deps.shards), { type: 'hist_sub', app: app.id, channel, rewind, recover: resume }).then((r) => {
+      deps.ask({ app: app.id, channel, rewind, recover: resume }, (r) => {
         if (!current()) return;
         let reply = r;
         if (recover.kind === 'invalid') reply = { ...r, items: [], recovered: false, reason: 'invalid', error: recover.error };
@@ -193,15 +217,15 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
           ws.subscribe(topic);
         });
         if (serial) {
-          epochs.set(topic, reply.epoch);
+          seen.set(topic, { epoch: reply.epoch, serial: reply.serial });
           if (resume !== null || recover.kind === 'invalid') result(app.id, reply.recovered ? 'recovered' : reply.reason ?? 'unknown');
         }
         if (resume === null && reply.items.length > 0 && meters.enabled) deps.metrics.inc('history_rewinds_total', { app_id: app.id });
       }, (err: Error) => {
-        log.warn({ err, channel }, 'history: no answer from the channel owner; live messages only');
+        log.warn({ err, channel }, 'history: no answer from the channel\'s numbering; live messages only');
         if (!current()) return;
         ws.cork(() => {
-          if (serial) sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, { epoch: '', serial: 0, recovered: false, missed: 0, reason: 'unavailable', error: 'the channel owner did not answer' }));
+          if (serial) sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, { epoch: '', serial: 0, recovered: false, missed: 0, reason: 'unavailable', error: 'the channel\'s numbering did not answer' }));
           ws.subscribe(topic);
         });
         if (resume !== null) result(app.id, 'unavailable');
@@ -211,7 +235,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
       if (sub.history?.serial) ws.unsubscribe(serialTopicOf(app, channel));
     },
     sweep() {
-      for (const st of epochs.keys()) if (uws.numSubscribers(st) === 0) epochs.delete(st);
+      for (const st of seen.keys()) if (uws.numSubscribers(st) === 0) seen.delete(st);
     },
   };
 }

@@ -51,3 +51,16 @@ export interface StoreEvents {
   /** A channel's messages were dropped to stay within the memory budget. */
   evicted(app: string, messages: number, bytes: number): void;
 }
+
+/**
+ * A history channel's message could not be numbered (history.driver redis / redis-cluster:
+ * Redis unreachable): nothing was delivered or stored. The API answers 503, a client event
+ * gets pusher:error (docs/history.md, "Redis drivers").
+ */
+export class HistoryUnavailableError extends Error {
+  readonly code = 'RC_ERR_HISTORY_DOWN';
+  constructor(message: string) {
+    super(message);
+    this.name = 'HistoryUnavailableError';
+  }
+}

@@ -173,16 +173,31 @@ export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePr
 function publishEvent(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): MaybePromise<ApiResponse> {
   return then(hooked(deps, app, [ev], false), (evs) => {
     if (!Array.isArray(evs)) return evs;
+    let numbered: Promise<void> | null;
     try {
       const msgs: Outgoing[] = [];
       for (const e of evs) messagesOf(deps, app, e, msgs);
-      deps.publisher.publish(msgs);
+      numbered = publishAll(deps, msgs);
     } catch (err) {
       return busy(deps, err);
     }
-    if (ev.info.size === 0) return { status: 200, body: PUBLISHED };
-    return eventsInfo(deps, app, ev);
+    return then(numbered ?? undefined, () => (ev.info.size === 0 ? { status: 200, body: PUBLISHED } : eventsInfo(deps, app, ev)));
   });
+}
+
+/**
+ * Publishes; with history in Redis, the promise the answer waits for until the history
+ * channels' messages are numbered (history/redis.ts numbered()). It rejects with
+ * HistoryUnavailableError (503) when Redis did not number one: that message was neither
+ * stored nor delivered, but the request's other messages may have been.
+ */
+function publishAll(deps: ApiDeps, msgs: Outgoing[]): Promise<void> | null {
+  const history = deps.history;
+  if (history?.numbered === undefined) {
+    deps.publisher.publish(msgs);
+    return null;
+  }
+  return history.numbered(() => deps.publisher.publish(msgs));
 }
 
 /** The publish hook (hooks/publish.ts): the events to publish (data maybe replaced), or the refusal. Synchronous without a hook. */
@@ -262,16 +277,17 @@ export function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Ma
 function publishBatch(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): MaybePromise<ApiResponse> {
   return then(hooked(deps, app, events, true), (evs) => {
     if (!Array.isArray(evs)) return evs;
+    let numbered: Promise<void> | null;
     try {
-      // The whole batch or nothing: a 503 has delivered no event of it.
+      // The whole batch or nothing: a 503 has delivered no event of it (but see publishAll).
       const msgs: Outgoing[] = [];
       for (const ev of evs) messagesOf(deps, app, ev, msgs);
-      deps.publisher.publish(msgs);
+      numbered = publishAll(deps, msgs);
     } catch (err) {
       return busy(deps, err);
     }
-    if (events.every((ev) => ev.info.size === 0)) return { status: 200, body: { batch: events.map(() => ({})) } };
-    return batchInfo(deps, app, events);
+    return then(numbered ?? undefined, () => (events.every((ev) => ev.info.size === 0)
+      ? { status: 200, body: { batch: events.map(() => ({})) } } : batchInfo(deps, app, events)));
   });
 }
 

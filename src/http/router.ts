@@ -15,6 +15,7 @@ import { postBatchEvents, postEvents } from './events';
 import { attempt, then, type MaybePromise } from './maybe';
 import { ipLimited, limitApp, limitIp } from './ratelimit';
 import { RateLimiterUnavailable } from '../ratelimit/types';
+import { HistoryUnavailableError } from '../history/types';
 import { captureRequest, jsonError, keepBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
 
 type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: ReadonlyMap<string, string>) => MaybePromise<ApiResponse>;
@@ -67,6 +68,8 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     if (err instanceof BusTimeoutError) return jsonError(503, 'server busy: a shard did not answer in time');
     // a question to a shard whose queue is full, or asked by a shard going down after a crash
     if (err instanceof BusFullError) return jsonError(503, 'server busy: internal queues are full, retry later');
+    // history.driver redis / redis-cluster without Redis: nothing was delivered or stored (history/redis.ts)
+    if (err instanceof HistoryUnavailableError) return { status: 503, body: { error: err.message }, headers: { 'Retry-After': '1' } };
     if (err instanceof RateLimiterUnavailable) {
       // Fail closed: no limiter answer, no request (ratelimit/scripted.ts logs the outage once).
       deps.metrics.inc('rate_limiter_errors_total');

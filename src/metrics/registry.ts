@@ -56,6 +56,7 @@ const COUNTERS: Record<CounterName, Def> = {
   hook_failures_total: { help: 'Backend hook calls without a usable answer (reason: timeout, network, status, invalid_answer, too_large, breaker_open, overloaded, cancelled)', labels: ['app_id', 'hook', 'reason'] },
   webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
   history_evictions_total: { help: 'History messages dropped to stay within history.memory_budget_mb (oldest-written channels first)', labels: ['app_id'] },
+  history_store_errors_total: { help: 'history.driver redis / redis-cluster: scripts that failed after they were sent (op publish: the message was neither stored nor delivered)', labels: ['op'] },
   history_recoveries_total: { help: 'Subscriptions with a resume position (result: recovered, no_history, epoch_changed, too_old, too_many, invalid, unavailable)', labels: ['app_id', 'result'] },
   history_rewinds_total: { help: 'Subscriptions that were sent a rewind of stored messages', labels: ['app_id'] },
   idempotent_hits_total: { help: 'API publishes with an idempotency_key already seen in the window (answered with the first answer, not delivered again)', labels: ['app_id'] },

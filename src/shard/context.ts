@@ -20,6 +20,7 @@ import { Interest } from '../channels/interest';
 import { createOwnerService, type OwnerService } from '../channels/owner-service';
 import { createShardHistory, createShardHistorySide, type ShardHistory } from './history';
 import type { HistoryShard } from '../history/shard';
+import type { RedisHistory } from '../history/redis';
 import { createPublisher, type Publisher } from '../channels/publisher';
 import { createUserDirectory } from '../channels/user-directory';
 import { createUserOwner, type UserOwner } from '../channels/users';
@@ -88,6 +89,8 @@ export interface ShardContext {
   readonly watchlists: Watchlists;
   /** History channels and idempotent publish (shard/history.ts). */
   readonly historySide: HistoryShard;
+  /** history.driver redis / redis-cluster: this shard's Redis numbering (history/redis.ts); null with memory. */
+  readonly historyRedis: RedisHistory | null;
   readonly history: ShardHistory;
   /** Set once the shard stops (shutdown or crash handling): closing sockets then tell no owner. */
   stopping: boolean;
@@ -169,15 +172,18 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, tap, filters, delta, stopping: false, shadows: null, topics, fallback: null } as Partial<ShardContext> as ShardContext;
 
   // History channels (history/): numbered and kept by their owner shard; its stage sends their events there.
-  const historySide = createShardHistorySide({ apps, shards, uws, sockets, bus, out, log: logOf('history'), metrics, publisher: () => ctx.publisher });
+  const { side: historySide, redis: historyRedis } = createShardHistorySide({ config, apps, shards, uws, sockets, bus, interest, out, log: logOf('history'), metrics, publisher: () => ctx.publisher });
   const publisher = createPublisher({
     bus, interest, shards, uws: fanout, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
     onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
     stages: {
       // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
       delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(bus, shards) : deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
-      // history last: the adapter and the console tap see a history channel's event first
-      adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : []), historySide.stage],
+      // history last: the adapter and the console tap see a history channel's event first;
+      // with history in Redis the adapter does not carry history channels (Redis does: history/redis.ts)
+      adapter: historyRedis
+        ? [...(tap ? [tap.stage] : []), historySide.stage, ...(init.bridge ? [bridgeOut(bus, shards)] : [])]
+        : [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : []), historySide.stage],
       filter: [...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
     },
   });
@@ -224,6 +230,6 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     },
   });
   const watchlists = createWatchlists({ users: createUserDirectory({ bus, shards, log, metrics }), log, metrics, out });
-  const history = createShardHistory({ config, shards, bus, interest, side: historySide, publisher, owner, log: logOf('history'), metrics });
-  return Object.assign(ctx, { publisher, directory, webhooks, owner, users, watchlists, historySide, history });
+  const history = createShardHistory({ config, shards, bus, interest, side: historySide, redis: historyRedis, publisher, owner, log: logOf('history'), metrics });
+  return Object.assign(ctx, { publisher, directory, webhooks, owner, users, watchlists, historySide, historyRedis, history });
 }

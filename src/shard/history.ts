@@ -3,7 +3,7 @@
 // of the channels and idempotency keys hashed to this shard, and what the HTTP API asks.
 
 import type { Bus } from '../bus/bus';
-import type { ControlMsg } from '../bus/messages';
+import type { ControlMsg, HistSubReply } from '../bus/messages';
 import type { Interest } from '../channels/interest';
 import { ownerOf } from '../channels/owner';
 import type { OwnerService } from '../channels/owner-service';
@@ -12,6 +12,7 @@ import type { Config } from '../config/types';
 import { createHistoryStore } from '../history';
 import { createIdempotencyOwner, isIdemMsg, keyOwner } from '../history/idempotency';
 import { createHistoryOwner, isHistoryOwnerMsg } from '../history/owner';
+import { RedisHistory } from '../history/redis';
 import { HistorySettings } from '../history/settings';
 import { createHistoryShard, type HistoryShard } from '../history/shard';
 import type { ApiDeps } from '../http/deps';
@@ -26,17 +27,35 @@ type HistorySettingsApps = { byId(id: string): AppConfig | undefined };
 /** Expired history messages and idempotency keys go at this pace (reads drop them lazily meanwhile). */
 const SWEEP_MS = 5000;
 
+/** The shard side, and with history.driver redis / redis-cluster its Redis (null: memory). */
+export interface ShardHistorySide {
+  side: HistoryShard;
+  redis: RedisHistory | null;
+}
+
 /** Built before the publisher (its stage is one of the publisher's). */
 export function createShardHistorySide(d: {
-  apps: HistorySettingsApps; shards: number; uws: TemplatedApp; sockets: ReadonlyMap<string, Socket>; bus: Bus;
+  config: Config; apps: HistorySettingsApps; shards: number; uws: TemplatedApp; sockets: ReadonlyMap<string, Socket>; bus: Bus; interest: Interest;
   out(canonical: string): string; log: Logger; metrics: MetricsSink; publisher: () => Publisher;
-}): HistoryShard {
-  return createHistoryShard({
-    settings: new HistorySettings({ byId: (id) => d.apps.byId(id) }), shards: d.shards, uws: d.uws, sockets: d.sockets, out: (c) => d.out(c), log: d.log, metrics: d.metrics,
-    control: (to, msg) => d.bus.control(to, msg),
-    request: (to, body) => d.bus.request(to, body),
+}): ShardHistorySide {
+  const settings = new HistorySettings({ byId: (id) => d.apps.byId(id) });
+  const driver = d.config.history.driver;
+  let side: HistoryShard | null = null;
+  // redis / redis-cluster: numbered in Redis, delivered from its stream (history/redis.ts)
+  const redis = driver === 'memory' ? null : new RedisHistory({
+    config: d.config, driver, log: d.log, metrics: d.metrics,
+    setting: (app, channel) => settings.of(app, channel),
+    wanted: (app, channel) => d.interest.targets(app, channel, []).includes(d.bus.self),
+    deliver: (h) => side!.deliver(h),
+  });
+  side = createHistoryShard({
+    settings, uws: d.uws, sockets: d.sockets, out: (c) => d.out(c), log: d.log, metrics: d.metrics,
+    number: redis ? (m) => redis.publish(m) : (m) => d.bus.control(ownerOf(m.app, m.channel, d.shards), m),
+    ask: redis ? (q, answer, failed) => redis.ask(q, answer, failed)
+      : (q, answer, failed) => d.bus.request<HistSubReply>(ownerOf(q.app, q.channel, d.shards), { type: 'hist_sub', ...q }).then(answer, failed),
     publisher: d.publisher,
   });
+  return { side, redis };
 }
 
 export interface ShardHistory {
@@ -48,11 +67,12 @@ export interface ShardHistory {
 }
 
 export function createShardHistory(d: {
-  config: Config; shards: number; bus: Bus; interest: Interest; side: HistoryShard; publisher: Publisher; owner: OwnerService;
+  config: Config; shards: number; bus: Bus; interest: Interest; side: HistoryShard; redis: RedisHistory | null; publisher: Publisher; owner: OwnerService;
   log: Logger; metrics: MetricsSink;
 }): ShardHistory {
   const { config, shards, bus, log } = d;
-  const owner = createHistoryOwner({
+  // the memory driver's owner side; redis numbers in Redis (history/redis.ts)
+  const owner = d.redis ? null : createHistoryOwner({
     store: createHistoryStore(config, shards, d.metrics),
     settings: d.side.settings,
     maxRecover: config.history.max_recover,
@@ -84,7 +104,7 @@ export function createShardHistory(d: {
   let sweptAt = Date.now();
   return {
     handle(msg, from) {
-      if (isHistoryOwnerMsg(msg)) owner.handle(msg, from);
+      if (isHistoryOwnerMsg(msg)) owner?.handle(msg, from);
       else if (isIdemMsg(msg)) idempotency.handle(msg, from);
       else if (msg.type === 'hist') d.side.deliver(msg);
       else return false;
@@ -93,7 +113,9 @@ export function createShardHistory(d: {
     api: {
       history: {
         settings: d.side.settings,
-        page: (app, channel, q) => bus.request(ownerOf(app, channel, shards), { type: 'hist_page', app, channel, ...q }),
+        page: d.redis ? (app, channel, q) => d.redis!.page(app, channel, q)
+          : (app, channel, q) => bus.request(ownerOf(app, channel, shards), { type: 'hist_page', app, channel, ...q }),
+        ...(d.redis ? { numbered: (publish: () => void) => d.redis!.numbered(publish) } : {}),
       },
       idempotency: {
         claim: (app, key) => bus.request(keyOwner(app, key, shards), { type: 'idem_claim', app, key }),
@@ -104,7 +126,7 @@ export function createShardHistory(d: {
     sweep(now) {
       if (now - sweptAt < SWEEP_MS) return;
       sweptAt = now;
-      owner.sweep();
+      owner?.sweep();
       d.side.sweep();
       idempotency.sweep();
     },

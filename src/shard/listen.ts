@@ -36,6 +36,9 @@ export function createListeners(ctx: ShardContext): ShardListeners {
       ctx.sharedCache?.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
         log.error({ err }, 'cache Redis not ready; cache channels replay only this node\'s memory until it is');
       }),
+      ctx.historyRedis?.ready(STARTUP_TIMEOUT_MS).catch((err: unknown) => {
+        log.error({ err }, 'history Redis not ready; publishes to history channels answer 503 until it is');
+      }),
     ]).then(() => {
       if (ctx.stopping) return;
       uws.listen(config.host, init.port, (ls) => {

@@ -2,6 +2,7 @@
 // subscribers. Refusals are pusher:error 4301 with the channel; the socket stays open.
 
 import { BusFullError } from '../bus/errors';
+import { HistoryUnavailableError } from '../history/types';
 import { metersFor } from '../metrics/meters';
 import { ErrorCode } from '../protocol/codes';
 import { Ev } from '../protocol/events';
@@ -86,6 +87,11 @@ export function createClientEvents(deps: WsDeps) {
           sub.type === 'presence' ? sub.userId : undefined);
       }
     } catch (err) {
+      if (err instanceof HistoryUnavailableError) {
+        logLimited(deps.log, 'warn', { channel }, 'client event dropped: the history store is unreachable');
+        refuse(ws, 'Server busy: client event not delivered (history store unavailable)', channel);
+        return;
+      }
       if (!(err instanceof BusFullError)) throw err;
       meters.busFullAt('client_event');
       logLimited(deps.log, 'warn', { channel }, 'client event dropped: internal queue full');

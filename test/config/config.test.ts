@@ -413,7 +413,8 @@ t.test('history: channel_history, history.*, idempotency.*, HISTORY_DRIVER', asy
   fails(t, 'typo', h({ 'a-*': { size: 3, ttl: 5, rewnd: 1 } }), 'apps[0].channel_history.a-*.rewnd', '(did you mean "rewind"?)');
   fails(t, 'pattern', h({ 'a*b': { size: 3, ttl: 5 } }), 'apps[0].channel_history.a*b', 'has an invalid pattern');
   fails(t, 'driver', withApp({ history: { driver: 'disk' } }), 'history.driver', 'history.driver must be one of memory, redis, redis-cluster, got "disk"');
-  fails(t, 'redis driver not built', { env: { HISTORY_DRIVER: 'redis' }, overrides: { apps: [APP] } }, 'history.driver', /not in this build.*\(from env HISTORY_DRIVER\)/);
+  t.equal(load({ apps: [APP] }, { HISTORY_DRIVER: 'redis' }).history.driver, 'redis', 'HISTORY_DRIVER redis is accepted');
+  fails(t, 'redis-cluster without nodes', { env: { HISTORY_DRIVER: 'redis-cluster' }, overrides: { apps: [APP] } }, 'database.redis_cluster.nodes', 'when history.driver is redis-cluster');
   fails(t, 'meta_ttl', withApp({ history: { meta_ttl: 0 } }), 'history.meta_ttl', 'must be a positive integer');
   fails(t, 'max_recover', withApp({ history: { max_recover: 1e9 } }), 'history.max_recover', 'must be an integer between 1 and 100000');
   fails(t, 'window', withApp({ idempotency: { window_seconds: -1 } }), 'idempotency.window_seconds', 'must be an integer between 1 and 86400');

@@ -60,3 +60,14 @@ export function collect<T = unknown>(ch: Channel, event: string) {
   ch.bind(event, (d: T) => got.push(d));
   return { got, until: (n: number, what: string, ms = 10_000) => eventually(() => got.length >= n, ms, what) };
 }
+
+/** Subscribes to every channel, recording the `i` of each `event`'s data per channel; resolves once every subscription succeeded. */
+export async function subscribeNumbered(c: PusherJS, channels: string[], event = 'msg'): Promise<Map<string, number[]>> {
+  const got = new Map(channels.map((name) => [name, [] as number[]]));
+  await Promise.all(channels.map((name) => new Promise<void>((resolve) => {
+    const ch = c.subscribe(name);
+    ch.bind(event, (d: { i: number }) => got.get(name)!.push(d.i));
+    ch.bind('pusher:subscription_succeeded', () => resolve());
+  })));
+  return got;
+}

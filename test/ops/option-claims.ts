@@ -174,7 +174,7 @@ export const CLAIMS: Record<string, Claim> = {
   'apps[].webhooks': { effect: ['src/webhooks/service.ts', 'a.webhooks.length > 0'], test: 'test/ops/startup-rollback.test.ts' },
   'apps[].channel_delta_compression': { effect: ['src/delta/settings.ts', 'app.channel_delta_compression'], test: 'test/delta/options.test.ts' },
   // history and idempotent publish (behaviour: test/history/)
-  'history.driver': { effect: ['src/config/rules.ts', "cfg.history.driver !== 'memory'"], test: 'test/history/options.test.ts' },
+  'history.driver': { effect: ['src/shard/history.ts', "driver === 'memory' ? null : new RedisHistory"], test: 'test/history/redis.test.ts' },
   'history.meta_ttl': { effect: ['src/history/index.ts', 'config.history.meta_ttl * 1000'], test: 'test/history/memory.test.ts' },
   'history.max_recover': { effect: ['src/shard/history.ts', 'maxRecover: config.history.max_recover'], test: 'test/history/recovery.test.ts' },
   'history.memory_budget_mb': { effect: ['src/history/index.ts', 'config.history.memory_budget_mb * MIB'], test: 'test/history/options.test.ts' },

@@ -1,0 +1,413 @@
+// history.driver `redis` / `redis-cluster`: every node numbers and stores ONE sequence per
+// history channel, in Redis, so a client that reconnects to another node resumes exactly
+// (PROTOCOL.md "History, rewind and recovery"; docs/history.md "Redis drivers").
+//
+//   publish  a shard runs PUBLISH_LUA: the channel's next serial (HSET in its meta hash),
+//            the message appended to its list (trimmed to `size`, TTLs set), and the
+//            numbered message PUBLISHed (SPUBLISH on a Redis Cluster) on the bucket's
+//            subject — all in one script, so the subject carries a channel's messages in
+//            serial order and every subscriber of it sees that one order.
+//   deliver  every shard of every node subscribes to the bucket subjects (one connection
+//            per shard) and hands each numbered message to deliver() (history/shard.ts) when
+//            it has subscribers of the channel. No hop through the owner shard, the primary
+//            or the cluster adapter: the adapter does not carry history channels.
+//   ask      a subscription's rewind / resume runs READ_LUA, which publishes its answer (the
+//            position S and the stored messages) as a marker on the same subject: the marker
+//            reaches the asking shard behind every message ≤ S and ahead of every one > S,
+//            and its answer runs synchronously in that turn (no gap, no duplicate).
+//   page     REST history: READ_LUA without a marker, answered directly.
+//
+// Keys share one hash tag per bucket (a Redis Cluster needs the script's keys and its
+// shard channel in one slot): `<key_prefix>hist:{<key_prefix>hist.<b>}:m:<app>:<channel>`
+// (meta: epoch, last serial, Redis run_id) and `…:l:…` (the list, one entry per message,
+// "<time_ms> <frame>", consecutive serials ending at the last one). A plain Redis has one
+// bucket; a cluster BUCKETS_CLUSTER, spread over its masters.
+//
+// Epochs: the meta holds the run_id of the Redis server that numbered it. A restart (or a
+// failover to a replica) changes the run_id; the next script then starts a new epoch and
+// drops the list, since Redis persistence can lose the last writes and a serial must never
+// be given twice in one epoch. A missing meta (expired, flushed) also starts a new epoch.
+//
+// Redis unreachable: a publish to a history channel throws HistoryUnavailableError at once
+// (the API answers 503, a client event gets pusher:error; nothing is delivered or stored);
+// a script that fails after it was sent (a hung Redis: the command timeout) is logged and
+// counted, its message was neither stored nor delivered anywhere.
+
+import { randomBytes } from 'node:crypto';
+import { Cluster, type Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { ChannelHistorySetting, Config } from '../config/types';
+import { logLimited } from '../log';
+import type { MetricsSink } from '../metrics/types';
+import { redisClient, redisClusterClient, redisClusterWhere, redisUnreachable, redisWhere, whenReady } from '../redis/client';
+import type { HistPageReply, HistSubReply } from '../bus/messages';
+import { answerSub, type StoredView } from './owner';
+import type { HistPub, HistQuestion } from './shard';
+import { HistoryUnavailableError, type PageQuery, type StoredMessage } from './types';
+
+/** Buckets (hash tags, shard channels) of a Redis Cluster: spread over its masters. */
+export const BUCKETS_CLUSTER = 16;
+/** ms a subscription waits for its marker before it is answered `unavailable`. */
+export const ASK_TIMEOUT_MS = 3000;
+
+const RUN_ID = `local rid = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+local m = redis.call('HMGET', KEYS[1], 'e', 's', 'r')
+local epoch, serial = m[1], tonumber(m[2])
+local fresh = (not epoch) or (not serial) or m[3] ~= rid
+if fresh then
+  epoch = ARGV[1]
+  serial = 0
+  redis.call('DEL', KEYS[2])
+end
+`;
+
+/** KEYS meta, list; ARGV new epoch, meta_ttl ms, size, ttl ms, now ms, publish command, subject, header, frame. */
+const PUBLISH_LUA = RUN_ID + `serial = serial + 1
+redis.call('HSET', KEYS[1], 'e', epoch, 's', serial, 'r', rid)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[5] .. ' ' .. ARGV[9])
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call(ARGV[6], ARGV[7], 'p\\n' .. epoch .. '\\n' .. serial .. '\\n' .. ARGV[8] .. '\\n' .. ARGV[9])
+return serial
+`;
+
+/**
+ * KEYS meta, list; ARGV new epoch, meta_ttl ms, direction f|b, lo, hi (-1: none), max,
+ * publish command ('' : no marker), subject, marker header. Serials lo…hi that are stored,
+ * at most max of them from the direction's start. Returns / publishes epoch, S, the first
+ * serial returned, and the entries (length-prefixed in the marker: a frame may hold '\n').
+ */
+const READ_LUA = RUN_ID + `if fresh then redis.call('HSET', KEYS[1], 'e', epoch, 's', 0, 'r', rid) end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local len = redis.call('LLEN', KEYS[2])
+local first = serial - len + 1
+local lo = math.max(first, tonumber(ARGV[4]))
+local hi = serial
+if tonumber(ARGV[5]) >= 0 then hi = math.min(hi, tonumber(ARGV[5])) end
+local max = tonumber(ARGV[6])
+if hi - lo + 1 > max then
+  if ARGV[3] == 'f' then hi = lo + max - 1 else lo = hi - max + 1 end
+end
+local items = {}
+if lo <= hi and max > 0 then items = redis.call('LRANGE', KEYS[2], lo - first, hi - first) end
+if ARGV[7] ~= '' then
+  local parts = {'r\\n', ARGV[9], '\\n', epoch, '\\n', serial, '\\n', lo, '\\n'}
+  for _, it in ipairs(items) do
+    parts[#parts + 1] = #it .. ':'
+    parts[#parts + 1] = it
+  end
+  redis.call(ARGV[7], ARGV[8], table.concat(parts))
+end
+return {epoch, serial, lo, items}
+`;
+
+type Client = Redis | Cluster;
+type Scripted = Client & {
+  rcHistPub(meta: string, list: string, ...args: (string | number)[]): Promise<number>;
+  rcHistRead(meta: string, list: string, ...args: (string | number)[]): Promise<[string, number, number, string[]]>;
+};
+
+/** A snapshot of a channel: its position and the entries read, serial `lo` first. */
+interface Snapshot { epoch: string; serial: number; lo: number; entries: string[] }
+
+export interface RedisHistoryDeps {
+  config: Pick<Config, 'history' | 'database'>;
+  driver: 'redis' | 'redis-cluster';
+  /** A history channel's setting (null: it has none any more). */
+  setting(app: string, channel: string): ChannelHistorySetting | null;
+  /** Whether this shard has subscribers of the channel (its interest bit). */
+  wanted(app: string, channel: string): boolean;
+  /** A numbered message for this shard's subscribers (history/shard.ts deliver). */
+  deliver(h: { type: 'hist'; app: string; channel: string; except: string; epoch: string; serial: number; message: string; tags?: string }): void;
+  log: Logger;
+  metrics: MetricsSink;
+  now?: () => number;
+}
+
+function fnv(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+function storedOf(s: Snapshot, i: number): StoredMessage {
+  const e = s.entries[i];
+  const sp = e.indexOf(' ');
+  return { serial: s.lo + i, timeMs: Number(e.slice(0, sp)), message: e.slice(sp + 1) };
+}
+
+/** The snapshot's messages that are not expired (the oldest go first, so they are a prefix). */
+function alive(s: Snapshot, ttlMs: number, now: number): { skipped: number; items: StoredMessage[] } {
+  const all = s.entries.map((_, i) => storedOf(s, i));
+  let skipped = 0;
+  while (skipped < all.length && all[skipped].timeMs + ttlMs <= now) skipped++;
+  return { skipped, items: all.slice(skipped) };
+}
+
+export class RedisHistory {
+  private readonly cmd: Scripted;
+  private readonly sub: Client;
+  private readonly where: string;
+  private readonly prefix: string;
+  private readonly buckets: number;
+  private readonly publishCommand: 'publish' | 'spublish';
+  /** Per instance: epochs this one starts never repeat another's. */
+  private readonly tag = randomBytes(4).toString('hex');
+  private epochSeq = 0;
+  /** This shard's name in markers. */
+  private readonly me = randomBytes(6).toString('hex');
+  private nextReq = 1;
+  private readonly pending = new Map<number, { q: HistQuestion; answer(r: HistSubReply): void; failed(err: Error): void; timer: NodeJS.Timeout }>();
+  private readonly now: () => number;
+  private closed = false;
+  /** The subscriber's SUBSCRIBE is confirmed on its current connection. */
+  private listening = false;
+  private readonly onListening: (() => void)[] = [];
+  /** While numbered() runs: the publishes' outcomes. */
+  private collecting: Promise<void>[] | null = null;
+
+  constructor(private readonly d: RedisHistoryDeps) {
+    this.now = d.now ?? Date.now;
+    const role = { name: 'history', queue: false };
+    const subRole = { name: 'history-sub', queue: true, commandTimeoutMs: null };
+    if (d.driver === 'redis-cluster') {
+      const c = d.config.database.redis_cluster;
+      this.cmd = redisClusterClient(c, role) as Scripted;
+      this.sub = redisClusterClient(c, { ...subRole, sharded: true });
+      this.prefix = c.key_prefix;
+      this.where = redisClusterWhere(c);
+      this.buckets = BUCKETS_CLUSTER;
+      this.publishCommand = 'spublish';
+    } else {
+      const c = d.config.database.redis;
+      this.cmd = redisClient(c, role) as Scripted;
+      this.sub = redisClient(c, subRole);
+      this.prefix = c.key_prefix;
+      this.where = redisWhere(c);
+      this.buckets = 1;
+      this.publishCommand = 'publish';
+    }
+    this.cmd.defineCommand('rcHistPub', { numberOfKeys: 2, lua: PUBLISH_LUA });
+    this.cmd.defineCommand('rcHistRead', { numberOfKeys: 2, lua: READ_LUA });
+    let down = false;
+    // ioredis emits 'error' for every failed attempt: without a listener it would kill the thread
+    const onError = (err: Error) => {
+      if (!down) d.log.warn({ err: err.message, redis: this.where }, 'history: Redis unreachable; publishes to history channels answer 503 until it is back');
+      down = true;
+    };
+    this.cmd.on('error', onError);
+    this.sub.on('error', onError);
+    this.cmd.on('ready', () => {
+      if (down) d.log.info({ redis: this.where }, 'history: Redis reachable again');
+      down = false;
+    });
+    const onMessage = (_subject: Buffer, payload: Buffer) => {
+      try {
+        this.received(payload);
+      } catch (err) {
+        logLimited(d.log, 'error', { err }, 'history: a numbered message from Redis could not be handled');
+      }
+    };
+    if (this.sub instanceof Cluster) this.sub.on('smessageBuffer', onMessage);
+    else this.sub.on('messageBuffer', onMessage);
+    const subjects = Array.from({ length: this.buckets }, (_, b) => this.subject(b));
+    // Subscribed again on every (re)connect, and only once Redis confirmed it does this shard
+    // number anything: a message numbered while it is not listening would never reach its
+    // subscribers. (ioredis re-subscribes by itself too, after 'ready'; a second SUBSCRIBE is
+    // a no-op for Redis.) A Redis Cluster takes one slot per SSUBSCRIBE.
+    const sub = this.sub;
+    const listen = () => {
+      this.listening = false;
+      void (sub instanceof Cluster ? Promise.all(subjects.map((x) => sub.ssubscribe(x))) : sub.subscribe(...subjects)).then(() => {
+        if (sub.status !== 'ready') return;
+        this.listening = true;
+        for (const w of this.onListening.splice(0)) w();
+      }, (err: Error) => {
+        if (!this.closed) d.log.error({ err: err.message, redis: this.where }, 'history: could not subscribe to the numbered messages');
+      });
+    };
+    sub.on('ready', listen);
+    for (const ev of ['close', 'end', 'reconnecting']) sub.on(ev, () => { this.listening = false; });
+  }
+
+  private tagOf(b: number): string {
+    return `{${this.prefix}hist.${b}}`;
+  }
+
+  private subject(b: number): string {
+    return `${this.prefix}hist:${this.tagOf(b)}`;
+  }
+
+  /** [meta key, list key, subject] of a channel (one slot). A channel name has no ':'. */
+  private keys(app: string, channel: string): [string, string, string] {
+    const b = this.buckets === 1 ? 0 : fnv(app + ':' + channel) % this.buckets;
+    const base = `${this.prefix}hist:${this.tagOf(b)}`;
+    return [`${base}:m:${app}:${channel}`, `${base}:l:${app}:${channel}`, this.subject(b)];
+  }
+
+  private newEpoch(): string {
+    return this.tag + (++this.epochSeq).toString(36);
+  }
+
+  private unavailable(what: string): HistoryUnavailableError {
+    return new HistoryUnavailableError(`history store unavailable: history.driver ${this.d.driver} cannot reach Redis at ${this.where}; ${what}`);
+  }
+
+  /** Whether Redis can be asked now (GET /up/{appId}). */
+  isUp(): boolean {
+    return this.cmd.status === 'ready' && this.sub.status === 'ready' && this.listening;
+  }
+
+  ready(timeoutMs: number): Promise<void> {
+    const fail = (c: Client) => () => this.unavailable(redisUnreachable(c, this.where, timeoutMs));
+    const listening = new Promise<void>((resolve, reject) => {
+      if (this.listening) return resolve();
+      const timer = setTimeout(() => reject(this.unavailable(`not subscribed to the numbered messages within ${timeoutMs} ms`)), timeoutMs);
+      this.onListening.push(() => { clearTimeout(timer); resolve(); });
+    });
+    return Promise.all([whenReady(this.cmd, timeoutMs, fail(this.cmd)), whenReady(this.sub, timeoutMs, fail(this.sub)), listening]).then(() => undefined);
+  }
+
+  /** Numbers, stores and publishes one message of a history channel; throws HistoryUnavailableError when Redis is down. */
+  publish(m: HistPub): void {
+    const s = this.d.setting(m.app, m.channel);
+    if (s === null) return;
+    if (!this.isUp()) throw this.unavailable('the message was not published');
+    const [meta, list, subject] = this.keys(m.app, m.channel);
+    const header = JSON.stringify([m.app, m.channel, m.except, m.tags ?? null]);
+    const done = this.cmd.rcHistPub(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, s.size, s.ttl * 1000, this.now(), this.publishCommand, subject, header, m.message)
+      .then(() => undefined, (err: Error) => {
+        this.d.metrics.inc('history_store_errors_total', { op: 'publish' });
+        logLimited(this.d.log, 'error', { err: err.message, channel: m.channel, redis: this.where }, 'history: a message to a history channel was not numbered: neither stored nor delivered');
+        throw this.unavailable(`the message was not numbered (${err.message})`);
+      });
+    done.catch(() => undefined); // a client event has nobody to answer: logged and counted above
+    this.collecting?.push(done);
+  }
+
+  /**
+   * Runs `publish` (the API's publisher call) and returns what its history channel messages
+   * wait for: resolved once Redis numbered every one of them (stored and on their way to the
+   * subscribers), rejected with HistoryUnavailableError when one was not; null when it
+   * published on no history channel. So a 200 means numbered, and an API publish answered
+   * 200 before the next one is sent is numbered before it, whichever node takes either.
+   */
+  numbered(publish: () => void): Promise<void> | null {
+    const outer = this.collecting;
+    const mine: Promise<void>[] = [];
+    this.collecting = mine;
+    try {
+      publish();
+    } finally {
+      this.collecting = outer;
+    }
+    return mine.length === 0 ? null : Promise.all(mine).then(() => undefined);
+  }
+
+  /** A subscription's question: answered when its marker comes back through the numbered stream. */
+  ask(q: HistQuestion, answer: (r: HistSubReply) => void, failed: (err: Error) => void): void {
+    if (!this.isUp()) {
+      queueMicrotask(() => failed(this.unavailable('no rewind or recovery')));
+      return;
+    }
+    const req = this.nextReq++;
+    const timer = setTimeout(() => this.settle(req)?.failed(this.unavailable(`no answer within ${ASK_TIMEOUT_MS} ms`)), ASK_TIMEOUT_MS);
+    timer.unref();
+    this.pending.set(req, { q, answer, failed, timer });
+    const [meta, list, subject] = this.keys(q.app, q.channel);
+    const resume = q.recover;
+    const max = this.d.config.history.max_recover;
+    const args = resume === null ? ['b', 1, -1, q.rewind] : ['f', resume.serial + 1, -1, max];
+    this.cmd.rcHistRead(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, ...args, this.publishCommand, subject, `${this.me}\n${req}`)
+      .catch((err: Error) => this.settle(req)?.failed(err));
+  }
+
+  private settle(req: number) {
+    const p = this.pending.get(req);
+    if (p === undefined) return undefined;
+    this.pending.delete(req);
+    clearTimeout(p.timer);
+    return p;
+  }
+
+  /** One page of REST history. */
+  async page(app: string, channel: string, q: Omit<PageQuery, 'before'> & { before: number | null }): Promise<HistPageReply> {
+    if (this.cmd.status !== 'ready') throw this.unavailable('no history page');
+    const [meta, list] = this.keys(app, channel);
+    const before = q.before === null ? -1 : q.before - 1;
+    const [epoch, serial, lo, entries] = await this.cmd.rcHistRead(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000,
+      q.direction === 'forwards' ? 'f' : 'b', q.after + 1, before, q.limit + 1, '', '', '');
+    const s = this.d.setting(app, channel);
+    const snap: Snapshot = { epoch, serial: Number(serial), lo: Number(lo), entries };
+    let items = s === null ? [] : alive(snap, s.ttl * 1000, this.now()).items;
+    if (q.direction === 'backwards') items = items.reverse();
+    return { epoch, items: items.slice(0, q.limit), more: items.length > q.limit };
+  }
+
+  private received(buf: Buffer): void {
+    if (buf[0] === 0x70) return this.onNumbered(buf); // 'p'
+    if (buf[0] === 0x72) return this.marker(buf); // 'r'
+  }
+
+  /** `p\n<epoch>\n<serial>\n<header json>\n<frame>` */
+  private onNumbered(buf: Buffer): void {
+    const text = buf.toString('utf8');
+    const a = text.indexOf('\n', 2);
+    const b = text.indexOf('\n', a + 1);
+    const c = text.indexOf('\n', b + 1);
+    const [app, channel, except, tags] = JSON.parse(text.slice(b + 1, c)) as [string, string, string, string | null];
+    if (!this.d.wanted(app, channel)) return;
+    const h: Parameters<RedisHistoryDeps['deliver']>[0] = { type: 'hist', app, channel, except, epoch: text.slice(2, a), serial: Number(text.slice(a + 1, b)), message: text.slice(c + 1) };
+    if (tags !== null) h.tags = tags;
+    this.d.deliver(h);
+  }
+
+  /** `r\n<shard>\n<req>\n<epoch>\n<S>\n<lo>\n` then `<bytes>:<entry>` per entry (byte lengths). */
+  private marker(buf: Buffer): void {
+    let at = 2;
+    const line = (): string => {
+      const end = buf.indexOf(0x0a, at);
+      const s = buf.toString('utf8', at, end);
+      at = end + 1;
+      return s;
+    };
+    if (line() !== this.me) return; // another shard's answer
+    const p = this.settle(Number(line()));
+    if (p === undefined) return; // timed out meanwhile
+    const snap: Snapshot = { epoch: line(), serial: Number(line()), lo: Number(line()), entries: [] };
+    while (at < buf.length) {
+      const colon = buf.indexOf(0x3a, at);
+      const n = Number(buf.toString('latin1', at, colon));
+      snap.entries.push(buf.toString('utf8', colon + 1, colon + 1 + n));
+      at = colon + 1 + n;
+    }
+    p.answer(this.reply(p.q, snap));
+  }
+
+  private reply(q: HistQuestion, snap: Snapshot): HistSubReply {
+    const s = this.d.setting(q.app, q.channel);
+    const ttlMs = (s?.ttl ?? 0) * 1000;
+    const now = this.now();
+    const view: StoredView = {
+      last: (n) => alive(snap, ttlMs, now).items.slice(-n),
+      since: (after) => {
+        if (after >= snap.serial) return [];
+        const a = alive(snap, ttlMs, now);
+        // N+1 must be stored and not expired; the snapshot holds N+1 … S from lo
+        if (snap.lo !== after + 1 || a.skipped > 0) return null;
+        return a.items;
+      },
+    };
+    return answerSub(q, s !== null, () => ({ epoch: snap.epoch, serial: snap.serial }), view, this.d.config.history.max_recover);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const req of [...this.pending.keys()]) this.settle(req)?.failed(this.unavailable('the server is stopping'));
+    await Promise.allSettled([this.cmd.quit(), this.sub.quit()]);
+    this.cmd.disconnect();
+    this.sub.disconnect();
+  }
+}
