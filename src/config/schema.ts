@@ -147,7 +147,7 @@ export const GlobalSchema = Type.Object({
   tag_filtering: section({
     enabled: bool(false, { doc: 'Server-side filtering of events by tags (opt-in extension).', env: 'TAG_FILTERING_ENABLED' }),
     max_nodes: int(50, 1, { doc: 'Largest filter (nodes) a subscription may send.' }),
-  }, 'Tag filtering (README, "Tag filtering").'),
+  }, 'Tag filtering (docs/tag-filtering.md).'),
   cors: section({
     origin: strList(['*'], { doc: 'Allowed origins (env: comma-separated); \'*\' is refused with credentials: true.', env: 'CORS_ORIGINS' }),
     methods: strList(['GET', 'POST', 'OPTIONS'], { doc: 'Allowed methods.', env: 'CORS_METHODS' }),
@@ -167,13 +167,13 @@ export const GlobalSchema = Type.Object({
       ...meta({ doc: 'Prefix of every metric name.', env: 'METRICS_PROMETHEUS_PREFIX', rule: 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)' }),
     }),
     token: text('', { doc: 'Bearer token a scrape must send (`Authorization: Bearer <token>`, else 401); empty: /metrics is open to whoever reaches metrics.host.', env: 'METRICS_TOKEN', ours: true }),
-  }, 'Prometheus metrics (README, "Metrics").'),
+  }, 'Prometheus metrics (docs/operations.md, "Metrics").'),
   console: section({
     enabled: bool(false, { doc: 'The live console: each app\'s connections, channels, members and events, and a form to publish.', env: 'CONSOLE_ENABLED', ours: true }),
     host: str('127.0.0.1', { doc: 'Interface of the console listener; keep it on loopback or a private network.', env: 'CONSOLE_HOST', ours: true }),
     port: port(9602, { doc: 'Port of the console listener; 0 = any free port; must differ from port and metrics.port.', env: 'CONSOLE_PORT', ours: true }),
     token: optStr({ doc: 'At least 16 characters: logs in to every app; null: each app logs in with its id and secret (that app only).', env: 'CONSOLE_TOKEN', ours: true }),
-  }, 'The live console (README, "Live console"): its own listener, never the public port.'),
+  }, 'The live console (docs/operations.md, "Live console"): its own listener, never the public port.'),
   websocket: section({
     max_payload_kb: int(64, 1, { doc: 'Largest client frame (KiB); a bigger one closes the socket (1009).', env: 'WEBSOCKET_MAX_PAYLOAD_KB' }),
     max_messages: int(1000, 1, { doc: 'A socket\'s send queue is full past this many messages (queued bytes / the shard\'s average message size).', env: 'WEBSOCKET_MAX_MESSAGES' }),
@@ -203,7 +203,7 @@ export const GlobalSchema = Type.Object({
     output_format: oneOf(['json', 'human'], 'json', { doc: 'json (JSON lines on stdout) or human (pino-pretty lines); every thread\'s lines go through the primary, whole.', env: 'LOG_OUTPUT_FORMAT' }),
     colors_enabled: bool(false, { doc: 'Colours in the human format (refused with json).', env: 'LOG_COLORS_ENABLED' }),
     include_target: bool(false, { doc: 'Add thread (primary, shard-N) and module to every line.', env: 'LOG_INCLUDE_TARGET' }),
-  }, 'Logging (README, "Logging").'),
+  }, 'Logging (docs/operations.md, "Logging").'),
   event_limits: section({
     max_channels_at_once: int(100, 1, { doc: 'Default of apps[].max_event_channels_at_once.' }),
     max_name_length: int(200, 1, { doc: 'Default of apps[].max_event_name_length.' }),
@@ -229,7 +229,7 @@ export const GlobalSchema = Type.Object({
     omit_delta_algorithm: bool(false, { doc: 'Leave the algorithm out of delta messages.' }),
     pool_size: int(0, 0, { max: 64, doc: 'Ours: piscina threads behind the delta sequencer; 0 computes on the sequencer thread (measured faster: docs/benchmarks.md).' }),
     pool_max_queue: int(256, 1, { max: 65_536, doc: 'Ours: deltas waiting for a pool thread (pool_size > 0, piscina maxQueue); past it a message goes out in full (delta_pool_refused_total).' }),
-  }, 'Delta compression (README, "Delta compression").'),
+  }, 'Delta compression (docs/delta.md).'),
   webhooks: section({
     batching: section({
       enabled: bool(false, { doc: 'Merge the events of one app and endpoint into one request; off: one request per event.', env: 'WEBHOOK_BATCHING_ENABLED' }),
@@ -268,7 +268,7 @@ export const GlobalSchema = Type.Object({
       defaultDoc: 'one per 32 KiB of the machine\'s memory, at least 1,024',
     }),
     http_body_bytes_in_flight: int(64 * 1024 * 1024, 1024, { max: 2 ** 40, doc: 'Request-body bytes one shard reads at once (all API requests together); beyond: 503 with Retry-After: 1.', ours: true }),
-  }, 'What one client (a socket, an HTTP request) can make one process hold or do (README, "Limits and hostile clients").'),
+  }, 'What one client (a socket, an HTTP request) can make one process hold or do (docs/security.md, "Limits and hostile clients").'),
   http_fallback: section({
     enabled: bool(true, { doc: 'Serve pusher-js\'s HTTP fallback transports (xhr_streaming, xhr_polling) on the main listener (docs/fallback.md).', env: 'HTTP_FALLBACK_ENABLED', ours: true }),
     path: Type.String({ pattern: '^(/[A-Za-z0-9._~-]+)+$', default: '/pusher', ...meta({
