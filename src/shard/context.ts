@@ -175,9 +175,9 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
     stages: {
       // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
-      delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(bus, shards) : deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
+      delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(shards) : deltaRoute(deltaInit.sequencer, deltaInterest)] : [],
       // history last: the adapter and the console tap see a history channel's event first
-      adapter: [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : []), historySide.stage],
+      adapter: [...(init.bridge ? [bridgeOut(shards)] : []), ...(tap ? [tap.stage] : []), historySide.stage],
       filter: [...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
     },
   });

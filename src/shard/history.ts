@@ -7,7 +7,7 @@ import type { ControlMsg } from '../bus/messages';
 import type { Interest } from '../channels/interest';
 import { ownerOf } from '../channels/owner';
 import type { OwnerService } from '../channels/owner-service';
-import type { Publisher } from '../channels/publisher';
+import type { OutboundStage, Publisher, StageWrites } from '../channels/publisher';
 import type { Config } from '../config/types';
 import { createHistoryStore } from '../history';
 import { createIdempotencyOwner, isIdemMsg, keyOwner } from '../history/idempotency';
@@ -26,17 +26,39 @@ type HistorySettingsApps = { byId(id: string): AppConfig | undefined };
 /** Expired history messages and idempotency keys go at this pace (reads drop them lazily meanwhile). */
 const SWEEP_MS = 5000;
 
-/** Built before the publisher (its stage is one of the publisher's). */
+/**
+ * Built before the publisher (its stage is one of the publisher's). The stage's hist_pub to
+ * the owner is written in the publish's batch (channels/publisher.ts StageWrites), so a
+ * publish refused with 503 is not numbered and sent by the owner either.
+ */
 export function createShardHistorySide(d: {
   apps: HistorySettingsApps; shards: number; uws: TemplatedApp; sockets: ReadonlyMap<string, Socket>; bus: Bus;
   out(canonical: string): string; log: Logger; metrics: MetricsSink; publisher: () => Publisher;
 }): HistoryShard {
-  return createHistoryShard({
+  /** The publish's batch while the stage runs. */
+  let writes: StageWrites | null = null;
+  const side = createHistoryShard({
     settings: new HistorySettings({ byId: (id) => d.apps.byId(id) }), shards: d.shards, uws: d.uws, sockets: d.sockets, out: (c) => d.out(c), log: d.log, metrics: d.metrics,
-    control: (to, msg) => d.bus.control(to, msg),
+    control: (to, msg) => {
+      if (writes !== null) writes.control(to, msg);
+      else d.bus.control(to, msg);
+    },
     request: (to, body) => d.bus.request(to, body),
     publisher: d.publisher,
   });
+  const inner = side.stage;
+  const stage: OutboundStage = {
+    out(m, w) {
+      const outer = writes;
+      writes = w;
+      try {
+        return inner.out(m, w);
+      } finally {
+        writes = outer;
+      }
+    },
+  };
+  return { ...side, stage };
 }
 
 export interface ShardHistory {
