@@ -4,7 +4,10 @@
 //  - the delta route (to the delta sequencer, whose delta subscribers then get it),
 //  - the adapter-out stage (to the primary, which publishes it to the other nodes),
 //  - cluster_coordination's delta_origin (to the primary, which has it numbered by the
-//    cluster's coordinator and fed to every node's sequencer).
+//    cluster's coordinator and fed to every node's sequencer),
+//  - the history stage's hist_pub (to the channel's owner shard, which numbers it and sends
+//    it to the subscribers): an event to a history channel and a plain one refused for the
+//    plain one's stalled shard reached the history channel's subscribers before.
 // Shard 1 stops reading its rings (RINGCAST_TEST_HOOKS=1 → RunningServer.testPauseBus)
 // with a plain subscriber on it, and an API client on another shard publishes until the
 // queue to shard 1 is full (503). The stages' own targets are not full: before the fix
@@ -30,21 +33,23 @@ const PAUSED = 1;
 const PAD = 'p'.repeat(1000);
 const BUS = { ring_bytes: 64 * 1024, max_spill_bytes: 1024 * 1024 };
 const CHANNEL = 'atomic';
+/** channel_history of the history case. */
+const HISTORY = { 'hist-*': { size: 5000, ttl: 600, rewind: 0 } };
 const END = 'end';
 
-/** A client of CHANNEL and the shard it is on. */
-interface Sub { name: string; client: DeltaClient; shard: number }
+/** A client of a channel and the shard it is on. */
+interface Sub { name: string; client: DeltaClient; shard: number; channel: string }
 
 const shardOf = (srv: TestServer, c: DeltaClient) => srv.server.testShardPrefixes!().indexOf(c.socketId.split('.')[0]);
 
-/** A client of CHANNEL (plain, or with delta compression) on a shard `want` accepts. */
-async function subscriber(srv: TestServer, name: string, delta: boolean, want: (shard: number) => boolean): Promise<Sub> {
+/** A client of `channel` (plain, or with delta compression) on a shard `want` accepts. */
+async function subscriber(srv: TestServer, name: string, delta: boolean, want: (shard: number) => boolean, channel = CHANNEL): Promise<Sub> {
   for (let i = 0; i < 200; i++) {
     const c = await DeltaClient.open(srv, delta ? new core.DeltaDecoder() : null);
     if (!want(shardOf(srv, c))) continue; // an extra idle connection, closed with the server
     if (delta) await c.enable();
-    await c.subscribe(CHANNEL);
-    return { name, client: c, shard: shardOf(srv, c) };
+    await c.subscribe(channel);
+    return { name, client: c, shard: shardOf(srv, c), channel };
   }
   throw new Error(`no connection landed on a shard for ${name}`);
 }
@@ -67,11 +72,11 @@ async function drainingAgent(t: Test, srv: TestServer): Promise<{ agent: http.Ag
   throw new Error('no API connection on a shard that drains');
 }
 
-const event = (seq: number) => ({ name: 'e', channel: CHANNEL, data: JSON.stringify({ seq, pad: PAD }) });
+const event = (channels: string[]) => (seq: number) => ({ name: 'e', channels, data: JSON.stringify({ seq, pad: PAD }) });
 
-/** The seqs a client got on CHANNEL, in order (delta frames decoded); null for the end marker. */
-function seqs(c: DeltaClient): (number | null)[] {
-  return c.events(CHANNEL).map((env) => {
+/** The seqs a client got on its channel, in order (delta frames decoded); null for the end marker. */
+function seqs(s: Sub): (number | null)[] {
+  return s.client.events(s.channel).map((env) => {
     const m = JSON.parse(env) as { event: string; data: string };
     return m.event === END ? null : (JSON.parse(m.data) as { seq: number }).seq;
   });
@@ -82,9 +87,13 @@ function seqs(c: DeltaClient): (number | null)[] {
  * refused, a batch while full, then the retries once shard PAUSED reads again, then the
  * marker; every client in `subs` must have each accepted seq exactly once, in order.
  */
-async function refusedReachesNobody(t: Test, pub: TestServer, subs: Sub[]): Promise<void> {
-  await eventually(async () => (await signedGet(pub.port, `channels/${CHANNEL}`, { params: { info: 'subscription_count' } })).json?.subscription_count >= subs.filter((s) => s.name.startsWith('local')).length,
-    5000, 'the owner to count the local subscribers');
+async function refusedReachesNobody(t: Test, pub: TestServer, subs: Sub[], channels = [CHANNEL]): Promise<void> {
+  const ev = event(channels);
+  for (const c of channels) {
+    const local = subs.filter((s) => s.channel === c && s.name.startsWith('local')).length;
+    await eventually(async () => (await signedGet(pub.port, `channels/${c}`, { params: { info: 'subscription_count' } })).json?.subscription_count >= local,
+      5000, `the owner of ${c} to count its local subscribers`);
+  }
   await pub.server.testPauseBus(PAUSED, 60_000);
   const { agent, conn } = await drainingAgent(t, pub);
   const send = async (body: unknown, batch = false) => {
@@ -97,25 +106,25 @@ async function refusedReachesNobody(t: Test, pub: TestServer, subs: Sub[]): Prom
   const refused: number[] = [];
   let seq = 0;
   for (; seq < 5000 && refused.length < 3; seq++) {
-    const r = await send(event(seq));
+    const r = await send(ev(seq));
     (r.status === 200 ? ok : refused).push(seq);
   }
   t.ok(ok.length > 0 && refused.length === 3, `${ok.length} publishes answered 200, then ${refused.length} refused with 503`);
   const batch = [seq, seq + 1];
-  const b = await send({ batch: batch.map(event) }, true);
+  const b = await send({ batch: batch.map(ev) }, true);
   t.same({ status: b.status, json: b.json }, { status: 503, json: { error: 'server busy: internal queues are full, retry later' } }, 'a batch while full: 503');
 
   await pub.server.testPauseBus(PAUSED, 0); // reads again
   // every accepted publish through first (the retries must come after them)
-  for (const s of subs) await s.client.until(() => seqs(s.client).length >= ok.length, `${s.name} to get the accepted publishes`);
-  for (const r of refused) t.equal((await send(event(r))).status, 200, `the retry of ${r}: 200`);
-  t.equal((await send({ batch: batch.map(event) }, true)).status, 200, 'the retry of the batch: 200');
-  const marker = await send({ name: END, channel: CHANNEL, data: '{}' });
+  for (const s of subs) await s.client.until(() => seqs(s).length >= ok.length, `${s.name} to get the accepted publishes`);
+  for (const r of refused) t.equal((await send(ev(r))).status, 200, `the retry of ${r}: 200`);
+  t.equal((await send({ batch: batch.map(ev) }, true)).status, 200, 'the retry of the batch: 200');
+  const marker = await send({ name: END, channels, data: '{}' });
   t.equal(marker.status, 200, 'the marker: 200');
-  for (const s of subs) await s.client.until(() => seqs(s.client).includes(null), `${s.name} to get the marker`);
+  for (const s of subs) await s.client.until(() => seqs(s).includes(null), `${s.name} to get the marker`);
   const want = [...ok, ...refused, ...batch, null];
   for (const s of subs) {
-    t.same(seqs(s.client), want, `${s.name} (shard ${s.shard}): every publish answered 200 once, in order; no refused one`);
+    t.same(seqs(s), want, `${s.name} (shard ${s.shard}): every publish answered 200 once, in order; no refused one`);
   }
 }
 
@@ -128,6 +137,20 @@ t.test('one node: the delta route writes in the publish batch', async (t) => {
     await subscriber(srv, 'local plain', false, (s) => s !== PAUSED),
   ];
   await refusedReachesNobody(t, srv, subs);
+});
+
+t.test('one node: a history channel beside a channel of the stalled shard', async (t) => {
+  const srv = await startServer({ workers: SHARDS, bus: BUS, apps: [{ ...APP, channel_history: HISTORY }] });
+  t.teardown(() => srv.stop());
+  // its owner (not stalled) numbers and sends its events: the hist_pub to it is taken,
+  // the frames to the stalled shard are not
+  const hist = 'abcdefgh'.split('').map((x) => `hist-${x}`).find((c) => ownerOf(APP.id, c, SHARDS) !== PAUSED)!;
+  const subs = [
+    await subscriber(srv, 'local plain on the stalled shard', false, (s) => s === PAUSED),
+    await subscriber(srv, 'local history delta', true, (s) => s !== PAUSED, hist),
+    await subscriber(srv, 'local history plain', false, (s) => s !== PAUSED, hist),
+  ];
+  await refusedReachesNobody(t, srv, subs, [hist, CHANNEL]);
 });
 
 /** Two nodes on one redis-server; node A's shard PAUSED stalls. */
