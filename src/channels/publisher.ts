@@ -181,6 +181,11 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       return (staged ??= bus.batch()).control(to, msg);
     },
   };
+  function takeStaged(): PipelineBatch | null {
+    const b = staged;
+    staged = null;
+    return b;
+  }
 
   /**
    * `message` as UTF-8 bytes that are only needed during the call that takes them (uWS
@@ -200,16 +205,14 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   function one(m: Outgoing): void {
     validate(m);
     if (outStages.length > 0) {
-      // a publish made by a stage's own write (a frame to this thread handled at once)
-      // has a batch of its own
-      const outer = staged;
-      staged = null;
+      // a publish made while the stages run (nested) stages into a batch of its own
+      const outer = takeStaged();
       let took: boolean;
       let batch: PipelineBatch | null;
       try {
         took = stagesTake(m, lazy);
       } finally {
-        batch = staged as PipelineBatch | null; // set by lazy, which TypeScript does not follow
+        batch = takeStaged();
         staged = outer;
       }
       if (batch !== null) {
