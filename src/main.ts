@@ -122,7 +122,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
     bus, interest, shards, log,
     cache: config.cache.driver === 'none' ? null : new CacheChannels(bus, shards, config.channel_limits.cache_ttl),
     // with cluster_coordination remote events reach the sequencer as records (delta/coord.ts)
-    delta: delta && !coordinated(config) ? deltaRoute(bus, delta.sequencer, {
+    delta: delta && !coordinated(config) ? deltaRoute(delta.sequencer, {
       fossil: new Interest(delta.interest.fossil, shards, -1),
       xdelta3: new Interest(delta.interest.xdelta3, shards, -1),
     }) : null,

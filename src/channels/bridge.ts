@@ -19,21 +19,24 @@ import type { PublishFrame } from '../bus/messages';
 import { Force, forceOf } from '../bus/delta-input';
 import type { CacheChannels } from './cache';
 import { Interest } from './interest';
-import { createPublisher, type OutboundStage, type Outgoing, type PipelineBus } from './publisher';
+import { createPublisher, type OutboundStage, type Outgoing, type PipelineBus, type StageWrites } from './publisher';
 
 /** Force → the one-character prefix of a flagged message (ASCII: one byte in UTF-8). */
 const FLAG = ['', String.fromCharCode(Force.Delta), String.fromCharCode(Force.Full)];
 
-/** Adapter-out stage of a shard: a copy of each local API and client event to the primary. */
-export function bridgeOut(bus: PipelineBus, primary: number): OutboundStage {
+/**
+ * Adapter-out stage of a shard: a copy of each local API and client event to the primary,
+ * in the publish's batch, so the other nodes get only a publish that was committed.
+ */
+export function bridgeOut(primary: number): OutboundStage {
   const to = [primary];
   return {
-    out(m: Outgoing): boolean {
+    out(m: Outgoing, w: StageWrites): boolean {
       // member events and subscription counts are decided per node by the owners; cluster
       // presence carries them (adapter/), not this copy
       if (m.kind === 'api' || m.kind === 'client' || m.kind === 'user') {
         const message = m.delta === undefined ? m.message : FLAG[forceOf(m.delta)] + m.message;
-        bus.publishTo(to, m.app, m.channel, m.except, Buffer.from(message), m.tags ?? null);
+        w.publish(to, m.app, m.channel, m.except, Buffer.from(message), m.tags ?? null);
       }
       return false; // the local shards get it as well
     },

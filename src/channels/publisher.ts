@@ -13,6 +13,13 @@
 // publish; each shard hands them to uWS's native topic publish, so JavaScript never loops
 // over plain subscribers. A publish is written only to the shards that have a subscriber
 // of its channel (channels/interest.ts).
+//
+// All or nothing, with every stage: an outbound stage writes only through the StageWrites
+// it is handed (the delta route to the sequencer, the adapter-out copy to the primary,
+// cluster_coordination's delta_origin), which is the publish's own bus batch. Its frames
+// are committed with the frames to the shards, so a BusFullError (a 503) has sent nothing
+// anywhere: no shard, no sequencer, no other node (the primary forwards only what it read,
+// i.e. what was committed). A publish whose stages write nothing keeps the direct path.
 
 import type { Logger } from 'pino';
 import { BusFullError } from '../bus/errors';
@@ -56,16 +63,25 @@ export interface PipelineBus {
   batch(): PipelineBatch;
 }
 
-export interface PipelineBatch {
+/** Where an outbound stage writes: into the publish's batch (the bytes are copied at once). */
+export interface StageWrites {
   publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags?: FrameTags): unknown;
   control(to: number, msg: ControlMsg): unknown;
+}
+
+export interface PipelineBatch extends StageWrites {
   commit(): void;
 }
 
 /** A slot between the cache and the bus (delta route, adapter out). */
 export interface OutboundStage {
-  /** Sees each message on its way out; returns true when it took it over (the bus step is skipped). */
-  out(msg: Outgoing): boolean;
+  /**
+   * Sees each message on its way out; returns true when it took it over (the bus step is
+   * skipped). Whatever it sends goes through `w`, committed all or nothing with the
+   * publish: a stage that wrote to the bus itself would reach its target even when the
+   * publish is refused (503).
+   */
+  out(msg: Outgoing, w: StageWrites): boolean;
 }
 
 /** A slot before the native publish (filter visitor). */
@@ -145,9 +161,9 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     return m.kind === 'count' ? TAGS_ALL : m.tags ?? null;
   }
 
-  /** True when a stage took the message over. */
-  function stagesTake(m: Outgoing): boolean {
-    for (let i = 0; i < outStages.length; i++) if (outStages[i].out(m)) return true;
+  /** True when a stage took the message over; the stages write into `w`. */
+  function stagesTake(m: Outgoing, w: StageWrites): boolean {
+    for (let i = 0; i < outStages.length; i++) if (outStages[i].out(m, w)) return true;
     return false;
   }
 
@@ -155,31 +171,73 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     return cache !== null && m.kind === 'api' ? cache.ttl(m.channel) : null;
   }
 
+  /** one()'s stage writes: a batch opened by the first one, so a stage that writes nothing costs no batch. */
+  let staged: PipelineBatch | null = null;
+  const lazy: StageWrites = {
+    publish(targets, app, channel, except, message, tags) {
+      return (staged ??= bus.batch()).publish(targets, app, channel, except, message, tags);
+    },
+    control(to, msg) {
+      return (staged ??= bus.batch()).control(to, msg);
+    },
+  };
+  function takeStaged(): PipelineBatch | null {
+    const b = staged;
+    staged = null;
+    return b;
+  }
+
+  /**
+   * `message` as UTF-8 bytes that are only needed during the call that takes them (uWS
+   * copies what it publishes, the bus what it keeps): encoded into a reused buffer. A
+   * Buffer per publish cost a slice of Node's 8 KiB pool and a malloc'd pool every few
+   * dozen (docs/benchmarks.md). A publish made while one is delivering from that buffer
+   * (`busy`: a slow consumer closed during a publish, its presence member_removed) gets
+   * a Buffer of its own.
+   */
+  function encoded(message: string): Uint8Array {
+    if (busy || 3 * message.length > MAX_SCRATCH) return Buffer.from(message);
+    if (3 * message.length > scratch.length) scratch = Buffer.allocUnsafe(Math.min(MAX_SCRATCH, Math.max(3 * message.length, 2 * scratch.length)));
+    return scratch.subarray(0, scratch.write(message, 0, 'utf8'));
+  }
+
   /** The hot path: one message, no cache entry. */
   function one(m: Outgoing): void {
     validate(m);
-    if (outStages.length > 0 && stagesTake(m)) return;
+    if (outStages.length > 0) {
+      // a publish made while the stages run (nested) stages into a batch of its own
+      const outer = takeStaged();
+      let took: boolean;
+      let batch: PipelineBatch | null;
+      try {
+        took = stagesTake(m, lazy);
+      } finally {
+        batch = takeStaged();
+        staged = outer;
+      }
+      if (batch !== null) {
+        if (!took) add(batch, m);
+        batch.commit();
+        return;
+      }
+      if (took) return;
+    }
     const nested = busy;
     const targets = interest.targets(m.app, m.channel, nested ? [] : targetBuf);
     if (targets.length === 0) return;
-    const message = m.message;
-    // Encoded into a reused buffer: uWS copies what it publishes and the bus copies what it
-    // keeps, so the bytes are only needed during the call. A Buffer per publish cost a slice
-    // of Node's 8 KiB pool and a malloc'd pool every few dozen (docs/benchmarks.md). A
-    // publish made while one is delivering (a slow consumer closed during a publish, its
-    // presence member_removed) gets its own Buffer.
-    if (nested || 3 * message.length > MAX_SCRATCH) {
-      bus.publishTo(targets, m.app, m.channel, m.except, Buffer.from(message), tagsOf(m));
-      return;
-    }
-    if (3 * message.length > scratch.length) scratch = Buffer.allocUnsafe(Math.min(MAX_SCRATCH, Math.max(3 * message.length, 2 * scratch.length)));
-    const n = scratch.write(message, 0, 'utf8');
+    const bytes = encoded(m.message);
     busy = true;
     try {
-      bus.publishTo(targets, m.app, m.channel, m.except, scratch.subarray(0, n), tagsOf(m));
+      bus.publishTo(targets, m.app, m.channel, m.except, bytes, tagsOf(m));
     } finally {
-      busy = false;
+      busy = nested;
     }
+  }
+
+  /** The publish frames of `m` to the shards with interest, into `batch` (which copies the bytes at once). */
+  function add(batch: PipelineBatch, m: Outgoing): void {
+    const targets = interest.targets(m.app, m.channel, busy ? [] : targetBuf);
+    if (targets.length > 0) batch.publish(targets, m.app, m.channel, m.except, encoded(m.message), tagsOf(m));
   }
 
   /**
@@ -197,9 +255,8 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         // tags: a filtered subscriber gets the replay only when its filter matches them
         batch.control(ownerOf(m.app, m.channel, shards), { type: 'cache_set', app: m.app, channel: m.channel, message: m.message, ttl, ...(m.tags ? { tags: m.tags } : {}) });
       }
-      if (outStages.length > 0 && stagesTake(m)) continue;
-      const targets = interest.targets(m.app, m.channel, []);
-      if (targets.length > 0) batch.publish(targets, m.app, m.channel, m.except, Buffer.from(m.message), tagsOf(m));
+      if (outStages.length > 0 && stagesTake(m, batch)) continue;
+      add(batch, m);
     }
     batch.commit();
   }

@@ -45,7 +45,7 @@ import type { Logger } from 'pino';
 import type { ClusterNode, Transport } from '../adapter';
 import type { ControlMsg } from '../bus/messages';
 import type { Interest } from '../channels/interest';
-import type { OutboundStage, Outgoing, PipelineBus } from '../channels/publisher';
+import type { OutboundStage, Outgoing, PipelineBus, StageWrites } from '../channels/publisher';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { isEncrypted } from '../protocol/channels';
@@ -85,16 +85,17 @@ export function coordinated(config: Config): boolean {
 
 /**
  * The delta stage of a shard with cluster_coordination: each local event of a channel
- * deltas may apply to goes to the primary for its position, not to the sequencer.
+ * deltas may apply to goes to the primary for its position, not to the sequencer. In the
+ * publish's batch: the primary asks the coordinator only for a publish that was committed.
  */
-export function coordRoute(bus: PipelineBus, primary: number): OutboundStage {
+export function coordRoute(primary: number): OutboundStage {
   return {
-    out(m: Outgoing): boolean {
+    out(m: Outgoing, w: StageWrites): boolean {
       if (m.kind !== 'api' && m.kind !== 'client') return false;
       // a subscription's own `delta` may turn any channel on (settings.ts), so every one
       // but the encrypted ones
       if (isEncrypted(m.channel)) return false;
-      bus.control(primary, { type: 'delta_origin', app: m.app, channel: m.channel, except: m.except, force: forceOf(m.delta), message: m.message, ...(m.tags ? { tags: m.tags } : {}) });
+      w.control(primary, { type: 'delta_origin', app: m.app, channel: m.channel, except: m.except, force: forceOf(m.delta), message: m.message, ...(m.tags ? { tags: m.tags } : {}) });
       return false;
     },
   };

@@ -2,15 +2,16 @@
 // to a channel with delta subscribers anywhere also goes to the sequencer, which sends
 // their variant (delta/sequencer.ts). Plain subscribers still get it on the bus as usual
 // (the stage never takes the message over), so a channel's plain fan-out costs the same
-// with or without delta subscribers beside it.
+// with or without delta subscribers beside it. The copy to the sequencer is written in the
+// publish's batch: a publish refused (503) never reaches delta subscribers either.
 
 import type { Interest } from '../channels/interest';
-import type { OutboundStage, Outgoing, PipelineBus } from '../channels/publisher';
+import type { OutboundStage, Outgoing, StageWrites } from '../channels/publisher';
 import { isEncrypted } from '../protocol/channels';
 import type { Algo } from './settings';
 import { forceOf } from './wire';
 
-export function deltaRoute(bus: PipelineBus, sequencer: number, interest: Record<Algo, Interest>): OutboundStage {
+export function deltaRoute(sequencer: number, interest: Record<Algo, Interest>): OutboundStage {
   const to = [sequencer];
   const scratch: number[] = [];
   const tables = [interest.fossil, interest.xdelta3];
@@ -19,7 +20,7 @@ export function deltaRoute(bus: PipelineBus, sequencer: number, interest: Record
     return false;
   };
   return {
-    out(m: Outgoing): boolean {
+    out(m: Outgoing, w: StageWrites): boolean {
       // only events are sequenced; member events and counts reach delta sockets on the
       // shard (delta/shard.ts, rule 4)
       if (m.kind !== 'api' && m.kind !== 'client') return false;
@@ -28,7 +29,7 @@ export function deltaRoute(bus: PipelineBus, sequencer: number, interest: Record
       bytes[0] = forceOf(m.delta);
       bytes.write(m.message, 1, 'utf8');
       // the tags: a tag-filtered delta subscriber's stream (delta/sequencer.ts rule 4)
-      bus.publishTo(to, m.app, m.channel, m.except, bytes, m.tags ?? null);
+      w.publish(to, m.app, m.channel, m.except, bytes, m.tags ?? null);
       return false;
     },
   };

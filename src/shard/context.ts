@@ -178,12 +178,12 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
     stages: {
       // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
-      delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(bus, shards) : deltaRoute(bus, deltaInit.sequencer, deltaInterest)] : [],
+      delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(shards) : deltaRoute(deltaInit.sequencer, deltaInterest)] : [],
       // history last: the adapter and the console tap see a history channel's event first;
       // with history in Redis the adapter does not carry history channels (Redis does: history/redis.ts)
       adapter: historyRedis
-        ? [...(tap ? [tap.stage] : []), historySide.stage, ...(init.bridge ? [bridgeOut(bus, shards)] : [])]
-        : [...(init.bridge ? [bridgeOut(bus, shards)] : []), ...(tap ? [tap.stage] : []), historySide.stage],
+        ? [...(tap ? [tap.stage] : []), historySide.stage, ...(init.bridge ? [bridgeOut(shards)] : [])]
+        : [...(init.bridge ? [bridgeOut(shards)] : []), ...(tap ? [tap.stage] : []), historySide.stage],
       filter: [...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
     },
   });

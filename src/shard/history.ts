@@ -7,14 +7,14 @@ import type { ControlMsg, HistSubReply } from '../bus/messages';
 import type { Interest } from '../channels/interest';
 import { ownerOf } from '../channels/owner';
 import type { OwnerService } from '../channels/owner-service';
-import type { Publisher } from '../channels/publisher';
+import type { OutboundStage, Publisher, StageWrites } from '../channels/publisher';
 import type { Config } from '../config/types';
 import { createHistoryStore } from '../history';
 import { createIdempotencyOwner, isIdemMsg, keyOwner } from '../history/idempotency';
 import { createHistoryOwner, isHistoryOwnerMsg } from '../history/owner';
 import { RedisHistory } from '../history/redis';
 import { HistorySettings } from '../history/settings';
-import { createHistoryShard, type HistoryShard } from '../history/shard';
+import { createHistoryShard, type HistoryShard, type HistPub } from '../history/shard';
 import type { ApiDeps } from '../http/deps';
 import type { MetricsSink } from '../metrics/types';
 import type { Logger } from 'pino';
@@ -33,7 +33,11 @@ export interface ShardHistorySide {
   redis: RedisHistory | null;
 }
 
-/** Built before the publisher (its stage is one of the publisher's). */
+/**
+ * Built before the publisher (its stage is one of the publisher's). With the memory driver
+ * the stage's hist_pub to the owner is written in the publish's batch (channels/publisher.ts
+ * StageWrites), so a publish refused with 503 is not numbered and sent by the owner either.
+ */
 export function createShardHistorySide(d: {
   config: Config; apps: HistorySettingsApps; shards: number; uws: TemplatedApp; sockets: ReadonlyMap<string, Socket>; bus: Bus; interest: Interest;
   out(canonical: string): string; log: Logger; metrics: MetricsSink; publisher: () => Publisher;
@@ -41,6 +45,8 @@ export function createShardHistorySide(d: {
   const settings = new HistorySettings({ byId: (id) => d.apps.byId(id) });
   const driver = d.config.history.driver;
   let side: HistoryShard | null = null;
+  /** The publish's batch while the stage runs. */
+  let writes: StageWrites | null = null;
   // redis / redis-cluster: numbered in Redis, delivered from its stream (history/redis.ts)
   const redis = driver === 'memory' ? null : new RedisHistory({
     config: d.config, driver, log: d.log, metrics: d.metrics,
@@ -48,14 +54,31 @@ export function createShardHistorySide(d: {
     wanted: (app, channel) => d.interest.targets(app, channel, []).includes(d.bus.self),
     deliver: (h) => side!.deliver(h),
   });
+  const toOwner = (m: HistPub) => {
+    const to = ownerOf(m.app, m.channel, d.shards);
+    if (writes !== null) writes.control(to, m);
+    else d.bus.control(to, m);
+  };
   side = createHistoryShard({
     settings, uws: d.uws, sockets: d.sockets, out: (c) => d.out(c), log: d.log, metrics: d.metrics,
-    number: redis ? (m) => redis.publish(m) : (m) => d.bus.control(ownerOf(m.app, m.channel, d.shards), m),
+    number: redis ? (m) => redis.publish(m) : toOwner,
     ask: redis ? (q, answer, failed) => redis.ask(q, answer, failed)
       : (q, answer, failed) => d.bus.request<HistSubReply>(ownerOf(q.app, q.channel, d.shards), { type: 'hist_sub', ...q }).then(answer, failed),
     publisher: d.publisher,
   });
-  return { side, redis };
+  const inner = side.stage;
+  const stage: OutboundStage = {
+    out(m, w) {
+      const outer = writes;
+      writes = w;
+      try {
+        return inner.out(m, w);
+      } finally {
+        writes = outer;
+      }
+    },
+  };
+  return { side: { ...side, stage }, redis };
 }
 
 export interface ShardHistory {
