@@ -169,7 +169,12 @@ export const GlobalSchema = Type.Object({
     enabled: bool(false, { doc: 'The live console: each app\'s connections, channels, members and events, and a form to publish.', env: 'CONSOLE_ENABLED', ours: true }),
     host: str('127.0.0.1', { doc: 'Interface of the console listener; keep it on loopback or a private network.', env: 'CONSOLE_HOST', ours: true }),
     port: port(9602, { doc: 'Port of the console listener; 0 = any free port; must differ from port and metrics.port.', env: 'CONSOLE_PORT', ours: true }),
-    token: optStr({ doc: 'At least 16 characters: logs in to every app; null: each app logs in with its id and secret (that app only).', env: 'CONSOLE_TOKEN', ours: true }),
+    token: optStr({ doc: 'The console login (at least 16 characters): every app. Needed when the console is on, unless allow_app_secret is true.', env: 'CONSOLE_TOKEN', ours: true }),
+    allow_app_secret: bool(false, { doc: 'Also accept an app\'s id and secret as a login (that app only). Off: the secret, which signs API calls, is never typed into the page.', env: 'CONSOLE_ALLOW_APP_SECRET', ours: true }),
+    login_max_failures: int(10, 1, { max: 1000, doc: 'Failed logins a client address may make in login_window; past it every /api request from it gets 429 with Retry-After until the window ends.', env: 'CONSOLE_LOGIN_MAX_FAILURES', ours: true }),
+    login_window: int(60, 1, { max: 86_400, doc: 'Seconds: the window of login_max_failures (it starts at an address\'s first failure).', env: 'CONSOLE_LOGIN_WINDOW', ours: true }),
+    login_max_addresses: int(10_000, 16, { max: 1_000_000, doc: 'Client addresses whose failures are remembered; past it the one whose window started first is forgotten (counted).', env: 'CONSOLE_LOGIN_MAX_ADDRESSES', ours: true }),
+    stream_max_buffered_kb: int(256, 16, { max: 65_536, doc: 'KiB of the live log a browser may leave unread (the server\'s send buffer for it); past it its events are dropped and counted, and it is told how many once it reads again.', env: 'CONSOLE_STREAM_MAX_BUFFERED_KB', ours: true }),
   }, 'The live console (README, "Live console"): its own listener, never the public port.'),
   websocket: section({
     max_payload_kb: int(64, 1, { doc: 'Largest client frame (KiB); a bigger one closes the socket (1009).', env: 'WEBSOCKET_MAX_PAYLOAD_KB' }),
