@@ -81,6 +81,9 @@
     stop();
     current = id;
     $('log').replaceChildren();
+    $('history').tBodies[0].replaceChildren();
+    $('history-result').textContent = '';
+    $('history-older').hidden = true;
     refresh();
     poll = setInterval(refresh, 1000);
     watch(id);
