@@ -28,6 +28,7 @@ import { listenHttp } from '../listeners/http';
 import { isPresence, validateChannelName, validateEventName } from '../protocol/channels';
 import { frame } from '../protocol/frames';
 import type { MetricsSink } from '../metrics/types';
+import type { WebhookOutcome } from '../webhooks/deliver';
 import { login, visible, type Grant, type LoginPolicy } from './auth';
 import { createHub } from './hub';
 import { createLoginThrottle } from './throttle';
@@ -52,6 +53,8 @@ export interface ConsoleDeps {
   publish(app: string, channel: string, message: string): void;
   /** One page of a history channel's stored messages, answered as GET …/channels/{name}/history is (history/rest.ts). */
   history(app: AppConfig, channel: string, params: ReadonlyMap<string, string>): Promise<{ status: number; body: unknown }>;
+  /** The webhook service (null: no app has webhooks): its delivery outcomes go to the live log. */
+  webhooks: { observe(fn: ((o: WebhookOutcome) => void) | null): void } | null;
   /** The shard threads of this moment. */
   shards(): readonly Worker[];
 }
@@ -117,6 +120,10 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
     dropped: (n) => m.inc('console_stream_dropped_total', undefined, n),
     buffered: (bytes) => m.set('console_stream_buffered_bytes', undefined, bytes),
   });
+  deps.webhooks?.observe((o) => hub.emit({
+    t: Date.now(), app: o.app, kind: 'webhook', shard: -1, event: o.events.join(','), op: o.op,
+    data: o.endpoint + (o.status !== undefined ? ` ${o.status}` : '') + (o.reason !== undefined && o.reason !== 'status' ? ` ${o.reason}` : ''),
+  }));
   const throttle = createLoginThrottle({
     maxFailures: deps.throttle.maxFailures, windowMs: deps.throttle.windowSeconds * 1000, maxAddresses: deps.throttle.maxAddresses,
     events: { throttled: () => m.inc('console_login_throttled_total'), evicted: () => m.inc('console_login_evictions_total') },
@@ -242,6 +249,9 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
 
   return listenHttp(server, deps.port, deps.host, {
     onError: (err) => deps.log.error({ err }, 'console listener error'),
-    beforeClose: () => hub.close(),
+    beforeClose: () => {
+      deps.webhooks?.observe(null);
+      hub.close();
+    },
   });
 }

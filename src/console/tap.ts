@@ -12,7 +12,7 @@
 
 import type { MemberMsg, OutboundStage, Outgoing } from '../channels/publisher';
 
-export type TapKind = 'api' | 'client' | 'user' | 'count' | 'member' | 'connection' | 'hook';
+export type TapKind = 'api' | 'client' | 'user' | 'count' | 'member' | 'connection' | 'webhook' | 'hook';
 
 export interface TapEvent {
   /** ms since the epoch */
@@ -26,7 +26,7 @@ export interface TapEvent {
   /** The event's data as sent, cut at MAX_DATA characters. */
   data?: string;
   socket_id?: string;
-  /** member: added / removed; connection: open / close; hook: denied / failed (event: the hook, data: the reason). */
+  /** member: added / removed; connection: open / close; webhook: delivered / retry / failed (event: the events' names, data: endpoint and status or reason); hook: denied / failed (event: the hook, data: the reason). */
   op?: string;
   user_id?: string;
 }

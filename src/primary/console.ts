@@ -17,6 +17,7 @@ import { startConsole, type ConsoleServer } from '../console/server';
 import { getHistory, type RestHistory } from '../history/rest';
 import { HistorySettings } from '../history/settings';
 import type { MetricsSink } from '../metrics/types';
+import type { WebhookService } from '../webhooks/service';
 import type { ReloadBase, Reloader } from '../reload/primary';
 import type { ShardHandle } from './spawn';
 
@@ -30,6 +31,7 @@ export interface ConsoleWiring {
   reloader: Reloader;
   log: Logger;
   metrics: MetricsSink;
+  webhooks: WebhookService | null;
 }
 
 export function openConsole(w: ConsoleWiring): Promise<ConsoleServer> {
@@ -56,5 +58,6 @@ export function openConsole(w: ConsoleWiring): Promise<ConsoleServer> {
     },
     history: (app, channel, params) => getHistory(rest, app, channel, params),
     shards: () => w.handles().map((h) => h.worker),
+    webhooks: w.webhooks,
   });
 }

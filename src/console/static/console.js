@@ -164,6 +164,7 @@
       case 'user': return 'to user ' + e.channel + ': ' + e.event + ' ' + (e.data || '');
       case 'count': return 'subscription count of ' + e.channel + ': ' + (e.data || '');
       case 'member': return 'member ' + e.op + ' ' + e.user_id + ' on ' + e.channel + (e.data ? ' ' + e.data : '');
+      case 'webhook': return 'webhook ' + (e.event || '') + ' ' + (e.op || '') + (e.data ? ': ' + e.data : '');
       case 'hook': return e.event + ' hook ' + e.op + (e.channel ? ' on ' + e.channel : '') + (e.socket_id ? ' for ' + e.socket_id : '') + (e.data ? ': ' + e.data : '');
       case 'dropped': return e.count + ' events not shown (' + (e.reason === 'slow_client' ? 'this page read too slowly' : 'over the live log limit') + ')';
       default: return e.kind + ' ' + JSON.stringify(e);
