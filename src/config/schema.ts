@@ -174,6 +174,7 @@ export const GlobalSchema = Type.Object({
     login_max_failures: int(10, 1, { max: 1000, doc: 'Failed logins a client address may make in login_window; past it every /api request from it gets 429 with Retry-After until the window ends.', env: 'CONSOLE_LOGIN_MAX_FAILURES', ours: true }),
     login_window: int(60, 1, { max: 86_400, doc: 'Seconds: the window of login_max_failures (it starts at an address\'s first failure).', env: 'CONSOLE_LOGIN_WINDOW', ours: true }),
     login_max_addresses: int(10_000, 16, { max: 1_000_000, doc: 'Client addresses whose failures are remembered; past it the one whose window started first is forgotten (counted).', env: 'CONSOLE_LOGIN_MAX_ADDRESSES', ours: true }),
+    max_streams: int(100, 1, { max: 10_000, doc: 'Live log streams open at once (browser tabs watching an app, process-wide); one more gets 503.', env: 'CONSOLE_MAX_STREAMS', ours: true }),
     stream_max_buffered_kb: int(256, 16, { max: 65_536, doc: 'KiB of the live log a browser may leave unread (the server\'s send buffer for it); past it its events are dropped and counted, and it is told how many once it reads again.', env: 'CONSOLE_STREAM_MAX_BUFFERED_KB', ours: true }),
   }, 'The live console (README, "Live console"): its own listener, never the public port.'),
   websocket: section({

@@ -36,6 +36,8 @@ interface Stream {
 export interface Hub {
   /** Streams the events of `app` to `res` until the client goes away. */
   watch(app: string, res: ServerResponse): void;
+  /** Streams open now. */
+  readonly streams: number;
   /** An event that happened in the primary (a publish from the console). */
   emit(ev: TapEvent): void;
   close(): void;
@@ -110,8 +112,13 @@ export function createHub(shards: () => readonly Worker[], maxBufferedBytes: num
   keepalive.unref();
   sync(true);
 
+  let open = 0;
   return {
+    get streams() {
+      return open;
+    },
     watch(app, res) {
+      open++;
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
       res.write(': watching\n\n');
       let set = streams.get(app);
@@ -122,6 +129,7 @@ export function createHub(shards: () => readonly Worker[], maxBufferedBytes: num
       if (added) sync(true);
       res.on('drain', () => resume(st, app));
       res.on('close', () => {
+        open--;
         set.delete(st);
         if (set.size === 0 && streams.get(app) === set) {
           streams.delete(app);

@@ -40,6 +40,8 @@ export interface ConsoleDeps {
   login: LoginPolicy;
   /** console.login_max_failures, login_window (s), login_max_addresses. */
   throttle: { maxFailures: number; windowSeconds: number; maxAddresses: number };
+  /** console.max_streams */
+  maxStreams: number;
   /** console.stream_max_buffered_kb in bytes. */
   streamMaxBufferedBytes: number;
   metrics: MetricsSink;
@@ -204,7 +206,10 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
     if (!app) return json(res, 404, { error: `no app ${JSON.stringify(id)}` });
     const want = route[2] === '/publish' ? 'POST' : 'GET';
     if (req.method !== want) return json(res, 405, { error: 'method not allowed' }, { allow: want });
-    if (route[2] === '/events') return hub.watch(app.id, res);
+    if (route[2] === '/events') {
+      if (hub.streams >= deps.maxStreams) return json(res, 503, { error: `too many live log streams open (console.max_streams: ${deps.maxStreams}); close another console tab` });
+      return hub.watch(app.id, res);
+    }
     if (route[2] === '/publish') return publish(app, req, res);
     if (route[2] === '/history') return history(app, req, res);
     try {

@@ -48,6 +48,7 @@ export function openConsole(w: ConsoleWiring): Promise<ConsoleServer> {
     host: cc.host, port: cc.port, log: w.log, metrics: w.metrics,
     login: { token: cc.token, allowAppSecret: cc.allow_app_secret },
     throttle: { maxFailures: cc.login_max_failures, windowSeconds: cc.login_window, maxAddresses: cc.login_max_addresses },
+    maxStreams: cc.max_streams,
     streamMaxBufferedBytes: cc.stream_max_buffered_kb * 1024,
     apps,
     connections: (id) => (w.base.appSlots[id] === undefined ? 0 : counts.get(w.base.appSlots[id])),

@@ -10,7 +10,7 @@ import net from 'node:net';
 import http from 'node:http';
 import t from 'tap';
 import { APP, WORKERS, startServer } from '../helpers/server';
-import { LiveLog, TOKEN, metricValue } from '../helpers/console';
+import { LiveLog, TOKEN, bearer, consoleRequest, metricValue } from '../helpers/console';
 
 const BOUND_KB = 16;
 const DATA = 'x'.repeat(1000);
@@ -87,4 +87,28 @@ t.test(`a console client that does not read is bounded; the others keep receivin
   t.equal(await publish('after', 'live'), 200);
   for (let i = 0; i < 200 && !text.includes('"event":"after"'); i++) await new Promise((r) => setTimeout(r, 50));
   t.ok(text.includes('"event":"after"'), 'and receives live events again');
+});
+
+t.test('live log streams are bounded in number (console.max_streams): one more gets 503 naming the key', async (t) => {
+  const srv = await startServer({ console: { enabled: true, host: '127.0.0.1', port: 0, token: TOKEN, max_streams: 2 } });
+  t.teardown(() => srv.stop());
+  const port = srv.server.consolePort!;
+  const a = new LiveLog(port, APP.id);
+  const b = new LiveLog(port, APP.id);
+  t.teardown(() => { a.close(); b.close(); });
+  for (let i = 0; i < 100 && (a.status === 0 || b.status === 0); i++) await new Promise((r) => setTimeout(r, 20));
+  t.same([a.status, b.status], [200, 200]);
+  const third = await consoleRequest(port, 'GET', `/api/apps/${APP.id}/events`, { headers: bearer() });
+  t.equal(third.status, 503);
+  t.match(third.json.error, /too many live log streams open \(console\.max_streams: 2\)/);
+  a.close();
+  let status = 503;
+  for (let i = 0; i < 100 && status === 503; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    const c = new LiveLog(port, APP.id);
+    for (let j = 0; j < 100 && c.status === 0; j++) await new Promise((r) => setTimeout(r, 10));
+    status = c.status;
+    c.close();
+  }
+  t.equal(status, 200, 'a closed stream frees its place');
 });

@@ -160,6 +160,7 @@ const CLAIMS: Record<string, Claim> = {
   'console.login_max_failures': { effect: ['src/primary/console.ts', 'maxFailures: cc.login_max_failures'] },
   'console.login_window': { effect: ['src/primary/console.ts', 'windowSeconds: cc.login_window'] },
   'console.login_max_addresses': { effect: ['src/primary/console.ts', 'maxAddresses: cc.login_max_addresses'] },
+  'console.max_streams': { effect: ['src/primary/console.ts', 'maxStreams: cc.max_streams'] },
   'console.stream_max_buffered_kb': { effect: ['src/primary/console.ts', 'cc.stream_max_buffered_kb * 1024'] },
   'apps[].enable_user_authentication': { effect: ['src/ws/signin.ts', 'if (!app.enable_user_authentication)'] },
   'apps[].enable_watchlist_events': { effect: ['src/ws/signin.ts', 'app.enable_watchlist_events'] },
