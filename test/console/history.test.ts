@@ -1,12 +1,17 @@
 // The console's view of a history channel (GET /api/apps/:id/history, read from the
 // channel's owner as the REST history route is): stored messages with epoch, serial,
 // event, data and time, paged; a console publish on a history channel is numbered and
-// kept like an API publish; bad queries get a 400 naming what was wrong. And what the
+// kept like an API publish; bad queries get a 400 naming what was wrong; the page shows it
+// (headless Chromium). And what the
 // docs say of console publishes: one to a cache channel is its cached event.
 
 import t, { type Test } from 'tap';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 import { TOKEN, bearer, consoleRequest } from '../helpers/console';
+import { launchChromium } from '../helpers/browser';
+
+// Browser globals inside page.waitForFunction callbacks (they run in the page).
+declare const document: any;
 
 async function start(t: Test): Promise<{ srv: TestServer; port: number }> {
   const srv = await startServer({
@@ -91,4 +96,36 @@ t.test(`a console publish to a cache channel is its cached event (in this proces
   const got = await late.next((f) => f.channel === 'cache-news' && f.event !== 'pusher_internal:subscription_succeeded', 5000);
   t.equal(got.event, 'headline', 'a later subscriber gets the console publish as the cached event');
   t.equal(got.data, JSON.stringify({ n: 1 }));
+});
+
+t.test(`the page shows a channel's history, newest first, with an Older button (Chromium, workers ${WORKERS})`, async (t) => {
+  const { srv, port } = await start(t);
+  const sdk = srv.sdk();
+  for (let i = 1; i <= 55; i++) await sdk.trigger('log-page', 'line', { i });
+  const browser = await launchChromium(t);
+  const page = await browser.newPage();
+  await page.goto(`http://127.0.0.1:${port}/`);
+  await page.fill('#login-token', TOKEN);
+  await page.click('#login-submit');
+  await page.waitForSelector('#main:not([hidden])');
+  await page.fill('#history-channel', 'log-page');
+  await page.click('#history-submit');
+  await page.waitForFunction(() => document.querySelectorAll('#history tbody tr').length === 50, undefined, { timeout: 10_000 });
+  const first = await page.$$eval('#history tbody tr:first-child td', (tds) => tds.map((td) => td.textContent ?? ''));
+  t.equal(first[0], '55', 'newest first: serial 55');
+  t.match(first[1], /^\d{4}-\d\d-\d\dT/, 'its time');
+  t.equal(first[2], 'line');
+  t.equal(first[3], JSON.stringify({ i: 55 }));
+  t.match(await page.textContent('#history-result'), /^Epoch \S+: 50 messages shown, newest first\.$/);
+  t.equal(await page.isHidden('#history-older'), false, 'more are stored: Older is offered');
+  await page.click('#history-older');
+  await page.waitForFunction(() => document.querySelectorAll('#history tbody tr').length === 55, undefined, { timeout: 10_000 });
+  t.equal(await page.textContent('#history tbody tr:last-child td'), '1', 'down to serial 1');
+  t.equal(await page.isHidden('#history-older'), true, 'and nothing older');
+
+  await page.fill('#history-channel', 'plain');
+  await page.click('#history-submit');
+  await page.waitForFunction(() => document.getElementById('history-result')!.className === 'error', undefined, { timeout: 10_000 });
+  t.match(await page.textContent('#history-result'), /channel "plain" has no history/);
+  t.equal(await page.$$eval('#history tbody tr', (trs) => trs.length), 0, 'no rows for it');
 });
