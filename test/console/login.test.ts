@@ -135,3 +135,13 @@ t.test('the table of failing addresses is bounded (console.login_max_addresses),
   t.equal((await consoleRequest(port, 'GET', '/api/session', { headers: bearer('wrong-token-000000000'), from: addrs[39] })).status, 429);
   t.equal((await consoleRequest(port, 'GET', '/api/session', { headers: bearer('wrong-token-000000000'), from: addrs[0] })).status, 401);
 });
+
+t.test('addresses whose window is over make room first (not counted as forgotten)', async (t) => {
+  const { port, metrics } = await start(t, { login_max_failures: 2, login_window: 1, login_max_addresses: 16 });
+  const wrong = (from: string) => consoleRequest(port, 'GET', '/api/session', { headers: bearer('wrong-token-000000000'), from });
+  for (let i = 1; i <= 16; i++) t.equal((await wrong(`127.0.2.${i}`)).status, 401);
+  await new Promise((r) => setTimeout(r, 1200)); // the window (1 s) of all 16 is over
+  for (let i = 1; i <= 16; i++) t.equal((await wrong(`127.0.3.${i}`)).status, 401);
+  t.equal(await metricValue(metrics, 'console_login_evictions_total'), 0, 'the expired entries made room');
+  t.equal((await wrong('127.0.3.16')).status, 429, 'the new ones are remembered');
+});
