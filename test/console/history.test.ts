@@ -7,8 +7,7 @@
 
 import t, { type Test } from 'tap';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
-import { TOKEN, bearer, consoleRequest } from '../helpers/console';
-import { launchChromium } from '../helpers/browser';
+import { TOKEN, bearer, consolePage, consoleRequest } from '../helpers/console';
 
 // Browser globals inside page.waitForFunction callbacks (they run in the page).
 declare const document: any;
@@ -102,12 +101,7 @@ t.test(`the page shows a channel's history, newest first, with an Older button (
   const { srv, port } = await start(t);
   const sdk = srv.sdk();
   for (let i = 1; i <= 55; i++) await sdk.trigger('log-page', 'line', { i });
-  const browser = await launchChromium(t);
-  const page = await browser.newPage();
-  await page.goto(`http://127.0.0.1:${port}/`);
-  await page.fill('#login-token', TOKEN);
-  await page.click('#login-submit');
-  await page.waitForSelector('#main:not([hidden])');
+  const { page } = await consolePage(t, port);
   await page.fill('#history-channel', 'log-page');
   await page.click('#history-submit');
   await page.waitForFunction(() => document.querySelectorAll('#history tbody tr').length === 50, undefined, { timeout: 10_000 });

@@ -3,6 +3,9 @@
 // reader of the live log's text/event-stream.
 
 import http from 'node:http';
+import type { Test } from 'tap';
+import type { Page } from 'playwright-core';
+import { launchChromium } from './browser';
 import { readResponse, type RawResponse } from './http';
 
 export const TOKEN = 'console-token-0123456789';
@@ -18,6 +21,17 @@ export function consoleRequest(port: number, method: string, path: string, o: { 
     req.setTimeout(10_000, () => req.destroy(new Error(`${method} ${path} timed out`)));
     req.end(o.body);
   });
+}
+
+/** A headless Chromium page of the console at `port`, logged in with `token`. */
+export async function consolePage(t: Test, port: number, token = TOKEN): Promise<{ page: Page; browser: Awaited<ReturnType<typeof launchChromium>> }> {
+  const browser = await launchChromium(t);
+  const page = await browser.newPage();
+  await page.goto(`http://127.0.0.1:${port}/`);
+  await page.fill('#login-token', token);
+  await page.click('#login-submit');
+  await page.waitForSelector('#main:not([hidden])');
+  return { page, browser };
 }
 
 export const bearer = (token = TOKEN): Record<string, string> => ({ authorization: `Bearer ${token}` });

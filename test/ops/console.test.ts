@@ -9,6 +9,7 @@ import http from 'node:http';
 import t, { type Test } from 'tap';
 import type { Page } from 'playwright-core';
 import { launchChromium, serveSite } from '../helpers/browser';
+import { consolePage } from '../helpers/console';
 import { ConfigError, loadConfig } from '../../src/config';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 
@@ -61,12 +62,7 @@ async function start(t: Test): Promise<{ srv: TestServer; port: number }> {
 
 t.test(`console in Chromium: log in, watch a pusher-js client, publish to it (workers ${WORKERS})`, async (t) => {
   const { srv, port } = await start(t);
-  const browser = await launchChromium(t);
-  const page = await browser.newPage();
-  await page.goto(`http://127.0.0.1:${port}/`);
-  await page.fill('#login-token', TOKEN);
-  await page.click('#login-submit');
-  await page.waitForSelector('#main:not([hidden])');
+  const { page, browser } = await consolePage(t, port, TOKEN);
   t.same(await page.$$eval('#app-select option', (os) => os.map((o) => (o as HTMLOptionElement).value)), ['app-id', 'other'], 'the token sees every app');
   // the first state poll answers after the page is shown ('–' until then)
   await page.waitForFunction(() => document.querySelector('#connections')?.textContent !== '–', undefined, { timeout: 10_000 });
