@@ -14,7 +14,7 @@ export const RULES: readonly string[] = [
   '`ssl.redirect_http` needs `ssl.enabled: true`, and then `ssl.http_port` differs from `port`.',
   '`log.colors_enabled` applies to `log.output_format: human` only.',
   '`metrics.port` differs from `port` when `metrics.enabled` is true.',
-  '`console.port` differs from `port` and, with metrics on, from `metrics.port`; `console.token` has at least 16 characters, or is null.',
+  '`console.port` differs from `port` and, with metrics on, from `metrics.port`; `console.token` has at least 16 characters, and is set when `console.enabled` is true unless `console.allow_app_secret` is true.',
   '`adapter.cluster_health.heartbeat_interval_ms` ≤ `node_timeout_ms` / 3 when cluster health is enabled.',
   '`database.redis_cluster.nodes` lists at least one node when `adapter.driver`, `cache.driver`, `rate_limiter.driver` or `history.driver` is redis-cluster; `adapter.nats.servers` lists at least one server when `adapter.driver` is nats.',
   '`delta_compression.cluster_coordination` needs `adapter.driver` redis, redis-cluster or nats.',
@@ -103,7 +103,10 @@ function consoleChecks(c: Checker, cfg: GlobalConfig): void {
     c.fail('console.port', 'must differ from metrics.port (each has its own listener)', port);
   }
   if (c.ok('console.token') && token !== null && token.length < 16) {
-    c.fail('console.token', 'must be at least 16 characters (or null: each app logs in with its own secret)', undefined, false);
+    c.fail('console.token', 'must be at least 16 characters (or null with console.allow_app_secret: true)', undefined, false);
+  }
+  if (c.ok('console.token', 'console.allow_app_secret') && token === null && cfg.console.allow_app_secret !== true) {
+    c.fail('console.token', 'is needed when console.enabled is true (CONSOLE_TOKEN; or set console.allow_app_secret: true to log in with app secrets)', null);
   }
 }
 

@@ -1,16 +1,21 @@
 // The live console (console.enabled): a small web page on its own listener
 // (console.host:console.port, never the public port) showing, per app, its connections,
 // occupied channels with subscriber counts, presence members, a live log of its events
-// (console/hub.ts, console/tap.ts), and a form that publishes a test event.
+// (console/hub.ts, console/tap.ts), a history channel's stored messages, and a form that
+// publishes a test event.
 //
 //   GET  /                         the page (static/index.html, console.js, console.css)
 //   GET  /api/session              the apps this login may see        ┐
 //   GET  /api/apps/:id             connections, channels, members     │ Authorization:
-//   GET  /api/apps/:id/events      live log (text/event-stream)       │ Bearer <token|secret>
-//   POST /api/apps/:id/publish     {channel, event, data}             ┘ (console/auth.ts)
+//   GET  /api/apps/:id/events      live log (text/event-stream)       │ Bearer <token>
+//   GET  /api/apps/:id/history     ?channel=…&limit&direction&        │ (console/auth.ts)
+//                                  after_serial&before_serial&cursor  │
+//   POST /api/apps/:id/publish     {channel, event, data}             ┘
 //
-// The page itself holds no data; every /api answer needs the token (401 without it, 404
-// for an app the login may not see). Plain HTML and JavaScript from the package, no build.
+// The page itself holds no data; every /api answer needs the token (401 naming what was
+// wrong without it, 404 for an app the login may not see). Failed logins are throttled per
+// client address (console/throttle.ts: 429 + Retry-After). Plain HTML and JavaScript from
+// the package, no build.
 
 import { readFileSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
@@ -22,22 +27,36 @@ import type { AppConfig } from '../config/types';
 import { listenHttp } from '../listeners/http';
 import { isPresence, validateChannelName, validateEventName } from '../protocol/channels';
 import { frame } from '../protocol/frames';
-import { grantOf, visible, type Grant } from './auth';
+import type { MetricsSink } from '../metrics/types';
+import type { WebhookOutcome } from '../webhooks/deliver';
+import { login, visible, type Grant, type LoginPolicy } from './auth';
 import { createHub } from './hub';
+import { createLoginThrottle } from './throttle';
 
 export interface ConsoleDeps {
   host: string;
   /** 0: an ephemeral port (tests). */
   port: number;
-  token: string | null;
+  login: LoginPolicy;
+  /** console.login_max_failures, login_window (s), login_max_addresses. */
+  throttle: { maxFailures: number; windowSeconds: number; maxAddresses: number };
+  /** console.max_streams */
+  maxStreams: number;
+  /** console.stream_max_buffered_kb in bytes. */
+  streamMaxBufferedBytes: number;
+  metrics: MetricsSink;
   log: Logger;
   /** The apps in force (a reload changes them). */
   apps(): readonly AppConfig[];
   /** Open connections of an app, process-wide. */
   connections(appId: string): number;
   directory: Pick<ChannelDirectory, 'list' | 'info' | 'members'>;
-  /** An API event to the app's subscribers of the channel (throws when the bus is full). */
+  /** An API event to the app's subscribers of the channel, numbered and kept on a history channel (throws when the bus is full). */
   publish(app: string, channel: string, message: string): void;
+  /** One page of a history channel's stored messages, answered as GET …/channels/{name}/history is (history/rest.ts). */
+  history(app: AppConfig, channel: string, params: ReadonlyMap<string, string>): Promise<{ status: number; body: unknown }>;
+  /** The webhook service (null: no app has webhooks): its delivery outcomes go to the live log. */
+  webhooks: { observe(fn: ((o: WebhookOutcome) => void) | null): void } | null;
   /** The shard threads of this moment. */
   shards(): readonly Worker[];
 }
@@ -91,9 +110,26 @@ function readBody(req: IncomingMessage): Promise<string | null> {
   });
 }
 
+function tooMany(req: IncomingMessage, res: ServerResponse, seconds: number): void {
+  req.resume();
+  json(res, 429, { error: `too many failed console logins from this address: try again in ${seconds} s` }, { 'retry-after': String(seconds) });
+}
+
 export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
   const files = loadStatic();
-  const hub = createHub(() => deps.shards());
+  const m = deps.metrics;
+  const hub = createHub(() => deps.shards(), deps.streamMaxBufferedBytes, {
+    dropped: (n) => m.inc('console_stream_dropped_total', undefined, n),
+    buffered: (bytes) => m.set('console_stream_buffered_bytes', undefined, bytes),
+  });
+  deps.webhooks?.observe((o) => hub.emit({
+    t: Date.now(), app: o.app, kind: 'webhook', shard: -1, event: o.events.join(','), op: o.op,
+    data: o.endpoint + (o.status !== undefined ? ` ${o.status}` : '') + (o.reason !== undefined && o.reason !== 'status' ? ` ${o.reason}` : ''),
+  }));
+  const throttle = createLoginThrottle({
+    maxFailures: deps.throttle.maxFailures, windowMs: deps.throttle.windowSeconds * 1000, maxAddresses: deps.throttle.maxAddresses,
+    events: { throttled: () => m.inc('console_login_throttled_total'), evicted: () => m.inc('console_login_evictions_total') },
+  });
 
   async function state(app: AppConfig): Promise<unknown> {
     const all = (await deps.directory.list(app.id, '')).map(([name]) => name).sort();
@@ -136,26 +172,46 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
     json(res, 200, { ok: true });
   }
 
+  async function history(app: AppConfig, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const params = new URL(req.url ?? '/', 'http://console').searchParams;
+    const channel = params.get('channel');
+    if (channel === null || channel === '') return json(res, 400, { error: 'channel is missing: /api/apps/{id}/history?channel=<name>' });
+    const bad = validateChannelName(channel, app.max_channel_name_length);
+    if (bad) return json(res, 400, { error: bad });
+    const rest = new Map([...params].filter(([k]) => k !== 'channel'));
+    try {
+      const a = await deps.history(app, channel, rest);
+      return json(res, a.status, a.body);
+    } catch (err) {
+      deps.log.warn({ err, app: app.id }, 'console: could not read the channel history');
+      return json(res, 503, { error: 'the channel\'s owner did not answer; try again' });
+    }
+  }
+
   async function api(req: IncomingMessage, res: ServerResponse, url: string, grant: Grant): Promise<void> {
     const apps = visible(grant, deps.apps());
     if (url === '/api/session') {
       if (req.method !== 'GET') return json(res, 405, { error: 'method not allowed' }, { allow: 'GET' });
       return json(res, 200, { apps: apps.map((a) => ({ id: a.id, key: a.key, enabled: a.enabled })) });
     }
-    const m = /^\/api\/apps\/([^/]+)(\/events|\/publish)?$/.exec(url);
-    if (!m) return json(res, 404, { error: 'not found' });
+    const route = /^\/api\/apps\/([^/]+)(\/events|\/publish|\/history)?$/.exec(url);
+    if (!route) return json(res, 404, { error: 'not found' });
     let id: string;
     try {
-      id = decodeURIComponent(m[1]);
+      id = decodeURIComponent(route[1]);
     } catch {
       return json(res, 404, { error: 'not found' });
     }
     const app = apps.find((a) => a.id === id);
     if (!app) return json(res, 404, { error: `no app ${JSON.stringify(id)}` });
-    const want = m[2] === '/publish' ? 'POST' : 'GET';
+    const want = route[2] === '/publish' ? 'POST' : 'GET';
     if (req.method !== want) return json(res, 405, { error: 'method not allowed' }, { allow: want });
-    if (m[2] === '/events') return hub.watch(app.id, res);
-    if (m[2] === '/publish') return publish(app, req, res);
+    if (route[2] === '/events') {
+      if (hub.streams >= deps.maxStreams) return json(res, 503, { error: `too many live log streams open (console.max_streams: ${deps.maxStreams}); close another console tab` });
+      return hub.watch(app.id, res);
+    }
+    if (route[2] === '/publish') return publish(app, req, res);
+    if (route[2] === '/history') return history(app, req, res);
     try {
       return json(res, 200, await state(app));
     } catch (err) {
@@ -172,12 +228,24 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
       res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': f.type }).end(req.method === 'HEAD' ? undefined : f.body);
       return;
     }
-    const grant = grantOf(req, deps.token, deps.apps());
-    if (!grant) {
+    const addr = req.socket.remoteAddress ?? '';
+    const wait = throttle.blocked(addr);
+    if (wait > 0) return tooMany(req, res, wait);
+    const r = login(req, deps.login, deps.apps());
+    if (!r.ok) {
+      if (r.attempt) {
+        m.inc('console_login_failures_total');
+        const blocked = throttle.failed(addr);
+        if (blocked > 0) {
+          deps.log.warn({ addr, failures: deps.throttle.maxFailures }, 'console: too many failed logins from one address; refused for the rest of the window');
+          return tooMany(req, res, blocked);
+        }
+      }
       req.resume();
-      return json(res, 401, { error: 'a valid console token or app secret is needed' }, { 'www-authenticate': 'Bearer realm="ringcast console"' });
+      return json(res, 401, { error: r.error }, { 'www-authenticate': 'Bearer realm="ringcast console"' });
     }
-    api(req, res, url, grant).catch((err: unknown) => {
+    throttle.succeeded(addr);
+    api(req, res, url, r.grant).catch((err: unknown) => {
       deps.log.error({ err }, 'console request failed');
       if (!res.headersSent) json(res, 500, { error: 'internal error' });
       else res.end();
@@ -186,6 +254,9 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
 
   return listenHttp(server, deps.port, deps.host, {
     onError: (err) => deps.log.error({ err }, 'console listener error'),
-    beforeClose: () => hub.close(),
+    beforeClose: () => {
+      deps.webhooks?.observe(null);
+      hub.close();
+    },
   });
 }

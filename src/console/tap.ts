@@ -26,7 +26,7 @@ export interface TapEvent {
   /** The event's data as sent, cut at MAX_DATA characters. */
   data?: string;
   socket_id?: string;
-  /** member: added / removed; connection: open / close; webhook: the outcome; hook: denied / failed (event: the hook, data: the reason). */
+  /** member: added / removed; connection: open / close; webhook: delivered / retry / failed (event: the events' names, data: endpoint and status or reason); hook: denied / failed (event: the hook, data: the reason). */
   op?: string;
   user_id?: string;
 }

@@ -63,6 +63,10 @@ const COUNTERS: Record<CounterName, Def> = {
   fallback_sessions_total: { help: 'HTTP fallback sessions opened (pusher-js xhr_streaming / xhr_polling)', labels: ['app_id'] },
   fallback_requests_total: { help: 'HTTP fallback requests (transport: xhr_streaming, xhr, xhr_send, options)', labels: ['transport'] },
   fallback_request_errors_total: { help: 'HTTP fallback requests answered with an error status (transport, status)', labels: ['transport', 'status'] },
+  console_login_failures_total: { help: 'Console logins refused for a wrong or malformed token or secret (not counted: requests with no Authorization header)', labels: [] },
+  console_login_throttled_total: { help: 'Console requests refused with 429: their client address failed console.login_max_failures logins within console.login_window', labels: [] },
+  console_login_evictions_total: { help: 'Client addresses the console login throttle forgot to stay within console.login_max_addresses', labels: [] },
+  console_stream_dropped_total: { help: 'Live console events not written to a browser that left more than console.stream_max_buffered_kb unread', labels: [] },
 };
 
 const GAUGES: Record<GaugeName, Def> = {
@@ -78,6 +82,7 @@ const GAUGES: Record<GaugeName, Def> = {
   history_messages: { help: 'Messages kept by the memory history store (summed over shards)', labels: [] },
   history_bytes: { help: 'Bytes counted against history.memory_budget_mb (summed over shards)', labels: [] },
   fallback_sessions_active: { help: 'Open HTTP fallback sessions (also counted in connections_active)', labels: ['app_id'] },
+  console_stream_buffered_bytes: { help: 'Bytes of the live console\'s event streams waiting in the server\'s send buffers', labels: [] },
 };
 
 const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {

@@ -41,7 +41,11 @@ export type CounterName =
   /** ours (history/): API publishes answered from the idempotency window (not delivered again) */
   | 'idempotent_hits_total'
   /** ours: HTTP fallback (fallback/): sessions opened, requests by transport, requests refused by transport and status */
-  | 'fallback_sessions_total' | 'fallback_requests_total' | 'fallback_request_errors_total';
+  | 'fallback_sessions_total' | 'fallback_requests_total' | 'fallback_request_errors_total'
+  /** ours (console/): failed console logins, requests refused 429 by the login throttle, addresses it forgot at its cap */
+  | 'console_login_failures_total' | 'console_login_throttled_total' | 'console_login_evictions_total'
+  /** ours (console/): live log events not written to a browser over console.stream_max_buffered_kb */
+  | 'console_stream_dropped_total';
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
@@ -55,7 +59,9 @@ export type GaugeName =
   /** ours (history/): messages and bytes kept by the memory history store */
   | 'history_messages' | 'history_bytes'
   /** ours: open HTTP fallback sessions (connections_active counts them too) */
-  | 'fallback_sessions_active';
+  | 'fallback_sessions_active'
+  /** ours (console/): bytes of the live log waiting in the send buffers of the console's streams */
+  | 'console_stream_buffered_bytes';
 
 export type HistogramName = 'http_request_duration_seconds' | 'hook_duration_seconds';
 

@@ -20,7 +20,20 @@ export function endpointForLog(url: string): string {
   }
 }
 
+/** One attempt's outcome, for the live console (console/server.ts). */
+export interface WebhookOutcome {
+  app: string;
+  /** endpointForLog of the job's URL. */
+  endpoint: string;
+  events: string[];
+  op: 'delivered' | 'retry' | 'failed';
+  status?: number;
+  reason?: string;
+}
+
 export class Deliverer {
+  /** Told each attempt's outcome (the live console watches), or null. */
+  observer: ((o: WebhookOutcome) => void) | null = null;
   private readonly waits = new Set<{ timer: NodeJS.Timeout; wake(): void }>();
   private stopped = false;
 
@@ -38,11 +51,18 @@ export class Deliverer {
   async once(job: Job, n: number): Promise<'delivered' | 'failed' | number> {
     if (n > 0) this.metrics.inc('webhook_retries_total', { app_id: job.app });
     const r = await attempt(job, this.send);
+    const final = !r.ok && (!r.retry || n >= this.retry.max_retries);
+    if (this.observer) {
+      this.observer({
+        app: job.app, endpoint: endpointForLog(job.url), events: job.events, op: r.ok ? 'delivered' : final ? 'failed' : 'retry',
+        ...(r.status !== undefined ? { status: r.status } : {}), ...(!r.ok ? { reason: r.reason } : {}),
+      });
+    }
     if (r.ok) {
       this.metrics.inc('webhooks_sent_total', { app_id: job.app });
       return 'delivered';
     }
-    if (!r.retry || n >= this.retry.max_retries) {
+    if (final) {
       this.metrics.inc('webhooks_failed_total', { app_id: job.app, reason: r.reason });
       this.log.error({
         app: job.app, endpoint: endpointForLog(job.url), events: job.events,

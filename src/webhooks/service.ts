@@ -10,7 +10,7 @@ import type { ControlMsg } from '../bus/messages';
 import type { AppConfig, Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
 import { Batcher } from './batcher';
-import { Deliverer } from './deliver';
+import { Deliverer, type WebhookOutcome } from './deliver';
 import type { WebhookEvent } from './events';
 import { createHttpPoster } from './http';
 import { createLambdaInvoker, type LambdaInvoker } from './lambda';
@@ -36,6 +36,8 @@ export interface WebhookService {
   send(app: string, e: WebhookEvent): void;
   /** Jobs accepted by the queue and not finished. */
   readonly queued: number;
+  /** Tells `fn` each delivery attempt's outcome (the live console); null: nobody. */
+  observe(fn: ((o: WebhookOutcome) => void) | null): void;
   /** Sends the open batches and stops the queue within graceMs. */
   stop(graceMs: number): Promise<void>;
 }
@@ -96,6 +98,9 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
       for (const { app, event } of events) route(app, event);
     },
     send: route,
+    observe(fn) {
+      deliverer.observer = fn;
+    },
     get queued() {
       return queue.size;
     },

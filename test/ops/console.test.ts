@@ -2,12 +2,14 @@
 // log in with the token, see a pusher-js client (in another page of the same browser)
 // appear as a connection and on its channel, publish from the form and see the client
 // receive it, see API and member events in the live log. A wrong token gets nothing
-// (401 on every /api route, checked over HTTP too); an app secret sees only its app.
+// (401 on every /api route, checked over HTTP too); with console.allow_app_secret (on
+// here; off by default, test/console/login.test.ts) an app secret sees only its app.
 
 import http from 'node:http';
 import t, { type Test } from 'tap';
 import type { Page } from 'playwright-core';
 import { launchChromium, serveSite } from '../helpers/browser';
+import { consolePage } from '../helpers/console';
 import { ConfigError, loadConfig } from '../../src/config';
 import { APP, RawClient, WORKERS, startServer, type TestServer } from '../helpers/server';
 
@@ -51,7 +53,7 @@ async function waitLog(page: Page, text: string, timeout = 10_000): Promise<void
 }
 
 async function start(t: Test): Promise<{ srv: TestServer; port: number }> {
-  const srv = await startServer({ apps: [{ ...APP }, OTHER], console: { enabled: true, host: '127.0.0.1', port: 0, token: TOKEN } });
+  const srv = await startServer({ apps: [{ ...APP }, OTHER], console: { enabled: true, host: '127.0.0.1', port: 0, token: TOKEN, allow_app_secret: true, login_max_failures: 1000 } });
   t.teardown(() => srv.stop());
   t.type(srv.server.consolePort, 'number');
   t.not(srv.server.consolePort, srv.port, 'the console has its own port');
@@ -60,12 +62,7 @@ async function start(t: Test): Promise<{ srv: TestServer; port: number }> {
 
 t.test(`console in Chromium: log in, watch a pusher-js client, publish to it (workers ${WORKERS})`, async (t) => {
   const { srv, port } = await start(t);
-  const browser = await launchChromium(t);
-  const page = await browser.newPage();
-  await page.goto(`http://127.0.0.1:${port}/`);
-  await page.fill('#login-token', TOKEN);
-  await page.click('#login-submit');
-  await page.waitForSelector('#main:not([hidden])');
+  const { page, browser } = await consolePage(t, port, TOKEN);
   t.same(await page.$$eval('#app-select option', (os) => os.map((o) => (o as HTMLOptionElement).value)), ['app-id', 'other'], 'the token sees every app');
   // the first state poll answers after the page is shown ('–' until then)
   await page.waitForFunction(() => document.querySelector('#connections')?.textContent !== '–', undefined, { timeout: 10_000 });
@@ -157,7 +154,7 @@ t.test('a wrong token gets nothing', async (t) => {
   await page.fill('#login-token', 'not-the-token-0000000');
   await page.click('#login-submit');
   await page.waitForFunction(() => (document.getElementById('login-error')!.textContent ?? '') !== '', undefined, { timeout: 10_000 });
-  t.equal(await page.textContent('#login-error'), 'Wrong token or secret.');
+  t.equal(await page.textContent('#login-error'), 'wrong console token');
   t.equal(await page.isHidden('#main'), true, 'nothing shown');
 
   const page0 = await request(port, 'GET', '/');
@@ -217,7 +214,7 @@ t.test('the console is off by default, and its config is checked', async (t) => 
   fails({ enabled: true, token: 'short' }, 'console.token', /at least 16 characters/);
   fails({ enabled: 'yes' }, 'console.enabled', /boolean/);
   const env = loadConfig({ env: { CONSOLE_ENABLED: 'true', CONSOLE_PORT: '7000', CONSOLE_TOKEN: TOKEN, CONSOLE_HOST: '127.0.0.2' }, overrides: base.overrides });
-  t.same(env.console, { enabled: true, host: '127.0.0.2', port: 7000, token: TOKEN }, 'CONSOLE_* variables');
+  t.match(env.console, { enabled: true, host: '127.0.0.2', port: 7000, token: TOKEN, allow_app_secret: false }, 'CONSOLE_* variables');
 });
 
 t.test('after a reload the console serves the apps in force', async (t) => {
@@ -225,7 +222,7 @@ t.test('after a reload the console serves the apps in force', async (t) => {
   const NEW = { id: 'new', key: 'new-key', secret: 'new-secret' };
   const next = loadConfig({ env: {}, overrides: {
     host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' },
-    apps: [{ ...APP }, NEW], console: { enabled: true, host: '127.0.0.1', port: 0, token: TOKEN },
+    apps: [{ ...APP }, NEW], console: { enabled: true, host: '127.0.0.1', port: 0, token: TOKEN, allow_app_secret: true },
   } });
   t.same((await srv.server.reload(next)).removed, ['other']);
   const s = await request(port, 'GET', '/api/session', { authorization: `Bearer ${TOKEN}` });

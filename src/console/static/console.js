@@ -46,7 +46,7 @@
     }
     if (r.status !== 200) {
       auth = null;
-      $('login-error').textContent = r.status === 401 ? 'Wrong token or secret.' : 'The console did not answer (' + r.status + ').';
+      $('login-error').textContent = r.body && r.body.error ? r.body.error : 'The console did not answer (' + r.status + ').';
       return;
     }
     const apps = r.body.apps;
@@ -81,6 +81,9 @@
     stop();
     current = id;
     $('log').replaceChildren();
+    $('history').tBodies[0].replaceChildren();
+    $('history-result').textContent = '';
+    $('history-older').hidden = true;
     refresh();
     poll = setInterval(refresh, 1000);
     watch(id);
@@ -163,7 +166,7 @@
       case 'member': return 'member ' + e.op + ' ' + e.user_id + ' on ' + e.channel + (e.data ? ' ' + e.data : '');
       case 'webhook': return 'webhook ' + (e.event || '') + ' ' + (e.op || '') + (e.data ? ': ' + e.data : '');
       case 'hook': return e.event + ' hook ' + e.op + (e.channel ? ' on ' + e.channel : '') + (e.socket_id ? ' for ' + e.socket_id : '') + (e.data ? ': ' + e.data : '');
-      case 'dropped': return e.count + ' events not shown (over the live log limit)';
+      case 'dropped': return e.count + ' events not shown (' + (e.reason === 'slow_client' ? 'this page read too slowly' : 'over the live log limit') + ')';
       default: return e.kind + ' ' + JSON.stringify(e);
     }
   }
@@ -177,6 +180,40 @@
   }
 
   $('clear-log').addEventListener('click', () => $('log').replaceChildren());
+
+  // ── history of a channel: pages of stored messages, newest first ────────────
+  let historyNext = null;
+
+  async function showHistory(channel, cursor) {
+    const out = $('history-result');
+    out.className = '';
+    let path = '/api/apps/' + encodeURIComponent(current) + '/history?channel=' + encodeURIComponent(channel) + '&limit=50';
+    if (cursor) path += '&cursor=' + encodeURIComponent(cursor);
+    const r = await api(path);
+    const body = $('history').tBodies[0];
+    if (!cursor) body.replaceChildren();
+    if (r.status !== 200) {
+      out.className = 'error';
+      out.textContent = (r.body && r.body.error) || 'Refused (' + r.status + ').';
+      $('history-older').hidden = true;
+      return;
+    }
+    for (const m of r.body.items) {
+      const tr = el('tr', undefined, { 'data-serial': String(m.serial) });
+      const data = typeof m.data === 'string' ? m.data : JSON.stringify(m.data);
+      tr.append(el('td', String(m.serial)), el('td', new Date(m.time_ms).toISOString()), el('td', m.event), el('td', data === undefined ? '' : data));
+      body.append(tr);
+    }
+    out.textContent = 'Epoch ' + r.body.epoch + ': ' + body.rows.length + ' message' + (body.rows.length === 1 ? '' : 's') + ' shown, newest first.';
+    historyNext = r.body.next_cursor ? { channel, cursor: r.body.next_cursor } : null;
+    $('history-older').hidden = historyNext === null;
+  }
+
+  $('history-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    showHistory($('history-channel').value.trim(), null);
+  });
+  $('history-older').addEventListener('click', () => { if (historyNext) showHistory(historyNext.channel, historyNext.cursor); });
 
   // ── publish a test event ────────────────────────────────────────────────────
   $('publish-form').addEventListener('submit', async (ev) => {
