@@ -114,6 +114,7 @@ const CLAIMS: Record<string, Claim> = {
   'websocket.on_backpressure': { effect: ['src/shard/context.ts', 'action: config.websocket.on_backpressure'] },
   'bus.ring_bytes': { effect: ['src/main.ts', 'config.bus.ring_bytes'] },
   'bus.max_spill_bytes': { effect: ['src/main.ts', 'config.bus.max_spill_bytes'] },
+  'bus.owner_reconcile_interval_ms': { effect: ['src/shard/worker.ts', 'intervalMs: config.bus.owner_reconcile_interval_ms'] },
   'http.request_limit_in_mb': { effect: ['src/http/router.ts', 'config.http.request_limit_in_mb'] },
   'log.level': { effect: ['src/log.ts', 'level: cfg.level'] },
   'log.output_format': { effect: ['src/log.ts', "cfg.output_format === 'human'"] },
