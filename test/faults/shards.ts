@@ -33,14 +33,27 @@ const PAD = 'f'.repeat(4000);
 /**
  * Fills the ring (and spill queue) from the sender's shard to a shard that does not read
  * (testPauseBus) and has a subscriber of `channel` (a private channel the sender is on
- * too): client events until one is refused (pusher:error). Bounded: throws after `max`.
+ * too): client events of 4 KB until one is refused (pusher:error), then empty ones until
+ * one is refused. What room is left then is less than one empty client event, so any
+ * frame longer than that (e.g. naming a channel of 100+ characters: LONG) is refused too.
+ * Bounded: throws after `max` events.
  */
-export async function fillFrom(sender: RawClient, channel: string, max = 5000): Promise<number> {
-  const refused = () => sender.frames.filter((f) => f.event === 'pusher:error' && JSON.stringify(f.data).includes('client event not delivered')).length;
-  for (let sent = 0; sent < max;) {
-    for (let i = 0; i < 50; i++, sent++) sender.send({ event: 'client-fill', channel, data: { i: sent, pad: PAD } });
-    await sender.sync(30_000);
-    if (refused() > 0) return sent;
+export async function fillFrom(sender: RawClient, channel: string, max = 20_000): Promise<number> {
+  let sent = 0;
+  for (const pad of [PAD, '']) {
+    const before = refused(sender);
+    while (refused(sender) === before) {
+      if (sent >= max) throw new Error(`${max} client events and the ring did not fill`);
+      for (let i = 0; i < 50; i++, sent++) sender.send({ event: 'client-f', channel, data: pad });
+      await sender.sync(30_000);
+    }
   }
-  throw new Error(`${max} client events and none refused: the ring did not fill`);
+  return sent;
+}
+
+/** A prefix that makes frames naming the channel longer than an empty client event. */
+export const LONG = 'l'.repeat(120);
+
+function refused(c: RawClient): number {
+  return c.frames.filter((f) => f.event === 'pusher:error' && JSON.stringify(f.data).includes('client event not delivered')).length;
 }
