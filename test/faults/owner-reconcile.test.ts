@@ -14,7 +14,7 @@
 // Runs with 2 shards (4 under RINGCAST_TEST_WORKERS=4).
 
 import t from 'tap';
-import { APP, RawClient, WORKERS, eventually, startServer, type Frame } from '../helpers/server';
+import { APP, WORKERS, eventually, startServer, type Frame } from '../helpers/server';
 import { startReceiver } from '../webhooks/receiver';
 import { metric, signedGet } from './api';
 import { LONG, clientsOn, fillFrom, ownedBy } from './shards';
