@@ -68,6 +68,14 @@ export type ControlMsg =
    */
   | { type: 'restore'; channels: RestoreChannel[]; last: boolean }
   /**
+   * Every shard → each owner shard, every bus.owner_reconcile_interval_ms: its local truth
+   * of every channel the owner owns where it has subscribers (channels/reconcile.ts); the
+   * owner brings its records to it. `members`: the member events this shard has read from
+   * the owner since the pair's rings were made (the owner compares `shadow`s only when it
+   * has sent no more than that, i.e. none is on its way).
+   */
+  | { type: 'reconcile'; channels: ReconcileChannel[]; members: number }
+  /**
    * Delta sequencer → the shards with delta subscribers of the channel (delta/): one
    * message of stream `stream`, in full (with __delta_seq) and, unless it goes full to
    * everyone (`deltas` null), as a pusher:delta per algorithm (ALGOS order; null: none).
@@ -193,13 +201,24 @@ export interface UserRestore {
 }
 
 /** One channel in a `restore` message: what the sending shard holds of it. */
+/** A presence member as a shard holds it: [user_id, user_info, connections there, their socket_ids]. */
+export type RestoreMember = [userId: unknown, userInfo: unknown, conns: number, socketIds: string[]];
+
+/**
+ * A channel in a `reconcile` report: what the sending shard holds now (a RestoreChannel),
+ * plus, for presence, the sockets whose join was sent and not answered yet (`pending`).
+ */
+export interface ReconcileChannel extends RestoreChannel {
+  pending: string[] | null;
+}
+
 export interface RestoreChannel {
   app: string;
   channel: string;
   /** Subscriptions on the sending shard (for presence: joined sockets). */
   subs: number;
-  /** Presence: [user_id, user_info, connections on the sending shard] per local member; null otherwise. */
-  members: [unknown, unknown, number][] | null;
+  /** Presence: per local member, its connections on the sending shard and their socket_ids; null otherwise. */
+  members: RestoreMember[] | null;
   /** Presence: the member ids the sending shard's clients know (its shadow set); null otherwise. */
   shadow: unknown[] | null;
 }

@@ -22,16 +22,18 @@ import type { CacheStore } from './cache';
 import type { SharedCache } from './shared-cache';
 import { OwnerStore, userKey, type OwnerEvents } from './owner';
 import { RemoteCounts, RemotePresence } from './remote-presence';
-import type { Outgoing, Publisher } from './publisher';
+import type { MemberMsg, Outgoing, Publisher } from './publisher';
+import type { MemberTally } from './reconcile';
+import { currentMembers, missedMemberEvents } from './rebuild';
 import { topicOf } from './topic';
 import { logLimited } from '../log';
 
 /** Owner messages this service answers (the rest of ControlMsg is the shard's business). */
-export type OwnerMsg = Extract<ControlMsg, { type: 'sub' | 'presence_join' | 'presence_leave' | 'channel_info' | 'channels_list' | 'members' | 'cache_set' | 'cache_get' | 'remote_member' | 'remote_count' | 'remote_node_gone' | 'local_presence' }>;
+export type OwnerMsg = Extract<ControlMsg, { type: 'sub' | 'presence_join' | 'presence_leave' | 'channel_info' | 'channels_list' | 'members' | 'cache_set' | 'cache_get' | 'remote_member' | 'remote_count' | 'remote_node_gone' | 'local_presence' | 'reconcile' }>;
 
 const OWNER_TYPES: ReadonlySet<string> = new Set<OwnerMsg['type']>([
   'sub', 'presence_join', 'presence_leave', 'channel_info', 'channels_list', 'members', 'cache_set', 'cache_get',
-  'remote_member', 'remote_count', 'remote_node_gone', 'local_presence',
+  'remote_member', 'remote_count', 'remote_node_gone', 'local_presence', 'reconcile',
 ]);
 
 /** Node-local presence transitions, told to the other nodes (in a cluster; through the primary). */
@@ -68,6 +70,10 @@ export interface OwnerServiceDeps {
   countDelayMs?: number;
   /** In a cluster: where node-local presence transitions go (null or absent: a single node). */
   cluster?: ClusterPresencePort | null;
+  /** Member events per pair of shards (channels/reconcile.ts); absent: reports' shadows are not compared. */
+  tally?: MemberTally;
+  /** A member event to one shard (bus.control, counted in `tally`); throws BusFullError. */
+  sendMember?(shard: number, msg: MemberMsg): void;
 }
 
 export interface OwnerService {
@@ -75,6 +81,8 @@ export interface OwnerService {
   /** Other nodes' members of the channels this shard owns (empty on a single node). */
   readonly remote: RemotePresence;
   handle(msg: OwnerMsg, from: number): void;
+  /** The reconciliation timer (channels/reconcile.ts): subscription_count events a full queue refused are sent again. */
+  tick(): void;
   /** Cancels pending subscription_count timers. */
   stop(): void;
 }
@@ -89,6 +97,11 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
   const hooks = deps.hooks ?? {};
   const countDelay = deps.countDelayMs ?? COUNT_DELAY_MS;
   const countTimers = new Map<string, NodeJS.Timeout>();
+  /** subscription_count events a full queue refused: sent again at the next tick(). */
+  const countRetry = new Map<string, [string, string]>();
+  const corrected = (kind: string, n: number) => {
+    if (n > 0) metrics.inc('owner_reconcile_corrections_total', { kind }, n);
+  };
   const cluster = deps.cluster ?? null;
   const shared = deps.sharedCache ?? null;
   const remote = new RemotePresence();
@@ -117,7 +130,8 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
         publisher.publishOne(msg);
       } catch (err) {
         meters.busFullAt('member_event');
-        logLimited(log, 'error', { err, channel }, 'subscription_count not delivered: internal queue full');
+        countRetry.set(key, [app, channel]);
+        logLimited(log, 'error', { err, channel }, 'subscription_count not delivered: internal queue full (sent again by the reconciliation)');
       }
     }, countDelay);
     timer.unref();
@@ -167,6 +181,36 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
 
   const localHas = (app: string, channel: string, id: unknown) => store.memberMap(app, channel).has(userKey(id));
 
+  /** A shard's `reconcile` report (channels/reconcile.ts). */
+  function reconcile(msg: Extract<OwnerMsg, { type: 'reconcile' }>, from: number): void {
+    // First the member events its clients missed, against the records the report saw
+    // (the corrections below then reach that shard as ordinary member events).
+    let resent = 0;
+    if (deps.tally && deps.sendMember && deps.tally.sent[from] === msg.members) {
+      for (const c of msg.channels) {
+        if (!c.shadow || (c.pending?.length ?? 0) > 0) continue; // an answered join's snapshot is on its way
+        const known = new Map<string, unknown>();
+        for (const id of c.shadow) known.set(userKey(id), id);
+        for (const m of missedMemberEvents(c.app, c.channel, known, currentMembers(store, remote, c.app, c.channel))) {
+          try {
+            deps.sendMember(from, m);
+            resent++;
+          } catch (err) {
+            logLimited(log, 'error', { err, channel: c.channel, shard: from }, 'reconciliation: member event not delivered (internal queue full)');
+          }
+        }
+      }
+    }
+    const c = store.reconcile(from, msg.channels);
+    corrected('member_event', resent);
+    corrected('subscription', c.subscriptions);
+    corrected('join', c.joins);
+    corrected('leave', c.leaves);
+    if (resent + c.subscriptions + c.joins + c.leaves > 0) {
+      logLimited(log, 'warn', { shard: from, ...c, memberEvents: resent }, 'reconciliation: owner records corrected to the shard\'s subscriptions (notices were lost)');
+    }
+  }
+
   return {
     store,
     remote,
@@ -212,7 +256,10 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
         case 'local_presence':
           return deps.reply(from, msg.req, { members: store.presenceEntries(), counts: store.countEntries() });
         case 'presence_leave':
-          return store.leave(msg.app, msg.channel, msg.shard, msg.userKey);
+          store.leave(msg.app, msg.channel, msg.socketId);
+          return;
+        case 'reconcile':
+          return reconcile(msg, from);
         case 'channel_info':
           return deps.reply(from, msg.req, store.info(msg.app, msg.channel));
         case 'channels_list':
@@ -240,9 +287,16 @@ export function createOwnerService(deps: OwnerServiceDeps): OwnerService {
         }
       }
     },
+    tick() {
+      corrected('count_event', countRetry.size);
+      const retry = [...countRetry.values()];
+      countRetry.clear();
+      for (const [app, channel] of retry) countChanged(app, channel);
+    },
     stop() {
       for (const t of countTimers.values()) clearTimeout(t);
       countTimers.clear();
+      countRetry.clear();
     },
   };
 }

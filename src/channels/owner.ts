@@ -2,7 +2,7 @@
 // Only the owner decides the transitions that must happen exactly once per process:
 // occupied / vacated and presence member_added / member_removed.
 
-import type { ChannelInfo, PresenceJoinReply } from '../bus/messages';
+import type { ChannelInfo, PresenceJoinReply, ReconcileChannel, RestoreMember } from '../bus/messages';
 import { SubscriptionStatus } from '../protocol/codes';
 import { channelHash } from './topic';
 
@@ -27,10 +27,26 @@ export interface Member {
   conns: number;
 }
 
+/** One joined socket of a presence channel: its user and shard; n > 1 only while a repeated join's leave is on its way. */
+interface JoinedSocket {
+  key: string;
+  shard: number;
+  n: number;
+}
+
 interface ChannelRecord {
   perShard: Int32Array;
   total: number;
   members: Map<string, Member> | null;
+  /** Presence: the joined sockets by socket_id (a leave names its socket; one never joined is ignored). */
+  sockets: Map<string, JoinedSocket> | null;
+}
+
+/** What a reconciliation changed (OwnerStore.reconcile): subscriptions counted anew, sockets joined or removed. */
+export interface Corrections {
+  subscriptions: number;
+  joins: number;
+  leaves: number;
 }
 
 /** Presence user ids may be strings or numbers; members are keyed by their string form. */
@@ -61,38 +77,90 @@ export class OwnerStore {
       return { ok: false, type: 'LimitReached', status: SubscriptionStatus.MemberLimit, error: `presence channel ${channel} is full (${maxMembers} members)` };
     }
     const rec = existing ?? this.ensure(app, channel, true);
-    const members = rec.members ?? (rec.members = new Map<string, Member>());
-    let m = known;
-    if (!m) {
-      m = { id: userId, info: userInfo, byShard: new Map<number, number>(), conns: 0 };
-      members.set(key, m);
-    }
-    m.conns++;
-    m.byShard.set(shard, (m.byShard.get(shard) ?? 0) + 1);
-    // Counted first: a channel is occupied before its first member is added (webhook order).
-    this.count(app, channel, rec, shard, 1);
-    if (m.conns === 1) this.events.memberAdded(app, channel, userId, userInfo, socketId);
+    const members = this.addSocket(app, channel, rec, shard, socketId, userId, userInfo, socketId);
     // The snapshot includes the joining user: pusher-js expects `me` in the member list.
     const snapshot: [unknown, unknown][] = [];
     for (const mem of members.values()) snapshot.push([mem.id, mem.info]);
     return { ok: true, members: snapshot };
   }
 
-  leave(app: string, channel: string, shard: number, key: string): void {
+  /**
+   * A presence subscription of socket `socketId` went away (unsubscribe, close, or a join
+   * its shard gave up on). Keyed by socket: a leave for a socket this record never joined
+   * (its join was refused, never arrived, or the socket already left) changes nothing, so
+   * another tab of the same user keeps its count. False when ignored.
+   */
+  leave(app: string, channel: string, socketId: string): boolean {
     const rec = this.get(app, channel);
-    if (!rec) return;
-    const m = rec.members?.get(key);
-    if (m) {
-      m.conns--;
-      const left = (m.byShard.get(shard) ?? 0) - 1;
-      if (left > 0) m.byShard.set(shard, left);
-      else m.byShard.delete(shard);
-      if (m.conns <= 0) {
-        rec.members!.delete(key);
-        this.events.memberRemoved(app, channel, m.id);
+    const s = rec?.sockets?.get(socketId);
+    if (!rec || !s) return false;
+    this.removeSocket(app, channel, rec, socketId, s, 1);
+    return true;
+  }
+
+  /**
+   * Periodic reconciliation (docs/owner-reconciliation.md): shard `shard`'s local truth of
+   * every channel this shard owns where it has subscribers (`report`, written after every
+   * notice it sent before: the ring is FIFO). The records' part of that shard is brought to
+   * it with ordinary transitions (occupied / vacated, member_added / member_removed, counts):
+   *  - non-presence: the shard's count becomes the reported one;
+   *  - presence: reported joined sockets missing here join; sockets here that the shard
+   *    neither holds joined nor waits an answer for (`pending`: the join is on its way
+   *    back) leave; a socket counted twice (a repeated join whose leave was lost) once;
+   *  - a channel the report does not name loses the shard's part.
+   */
+  reconcile(shard: number, report: readonly ReconcileChannel[]): Corrections {
+    const c: Corrections = { subscriptions: 0, joins: 0, leaves: 0 };
+    const named = new Set<string>();
+    for (const r of report) {
+      named.add(r.app + ' ' + r.channel);
+      if (r.members === null) {
+        const rec = this.get(r.app, r.channel);
+        if (rec?.members) continue; // a presence record under a non-presence report: cannot be (same name)
+        const delta = r.subs - (rec?.perShard[shard] ?? 0);
+        if (delta === 0) continue;
+        c.subscriptions += Math.abs(delta);
+        this.count(r.app, r.channel, rec ?? this.ensure(r.app, r.channel, false), shard, delta);
+        continue;
+      }
+      const want = new Map<string, [unknown, unknown]>();
+      for (const [id, info, , socketIds] of r.members) for (const sid of socketIds) want.set(sid, [id, info]);
+      // joins first: a user with a surviving socket is never removed and added again
+      for (const [sid, [id, info]] of want) {
+        const rec = this.get(r.app, r.channel) ?? this.ensure(r.app, r.channel, true);
+        if (rec.sockets!.has(sid)) continue;
+        this.addSocket(r.app, r.channel, rec, shard, sid, id, info, '');
+        c.joins++;
+      }
+      const rec = this.get(r.app, r.channel);
+      if (!rec?.sockets) continue;
+      const pending = new Set(r.pending);
+      for (const [sid, s] of [...rec.sockets]) {
+        if (s.shard !== shard) continue;
+        const keep = want.has(sid) || pending.has(sid) ? 1 : 0;
+        if (s.n <= keep) continue;
+        c.leaves += s.n - keep;
+        this.removeSocket(r.app, r.channel, rec, sid, s, s.n - keep);
       }
     }
-    this.count(app, channel, rec, shard, -1);
+    for (const [app, chans] of [...this.apps]) {
+      for (const [channel, rec] of [...chans]) {
+        if (rec.perShard[shard] <= 0 || named.has(app + ' ' + channel)) continue;
+        if (rec.sockets) {
+          for (const [sid, s] of [...rec.sockets]) {
+            if (s.shard !== shard) continue;
+            c.leaves += s.n;
+            this.removeSocket(app, channel, rec, sid, s, s.n);
+          }
+        }
+        const n = rec.perShard[shard];
+        if (n > 0) {
+          c.subscriptions += n;
+          this.count(app, channel, rec, shard, -n);
+        }
+      }
+    }
+    return c;
   }
 
   /**
@@ -104,6 +172,7 @@ export class OwnerStore {
     for (const [app, chans] of [...this.apps]) {
       for (const [channel, rec] of [...chans]) {
         const n = rec.perShard[shard];
+        if (rec.sockets) for (const [sid, s] of [...rec.sockets]) if (s.shard === shard) rec.sockets.delete(sid);
         if (rec.members) {
           for (const [key, m] of [...rec.members]) {
             const c = m.byShard.get(shard);
@@ -127,19 +196,21 @@ export class OwnerStore {
    * connection counts there). Adds them without member_added or occupied: for the clients
    * nothing changed.
    */
-  restore(app: string, channel: string, shard: number, subs: number, members: [unknown, unknown, number][] | null): void {
+  restore(app: string, channel: string, shard: number, subs: number, members: RestoreMember[] | null): void {
     if (subs <= 0) return;
     const fresh = !this.get(app, channel);
     const rec = this.ensure(app, channel, members !== null);
     if (fresh) this.events.restored?.(app, channel);
     if (members) {
       const map = rec.members ?? (rec.members = new Map<string, Member>());
-      for (const [id, info, conns] of members) {
+      const socks = rec.sockets ?? (rec.sockets = new Map<string, JoinedSocket>());
+      for (const [id, info, conns, socketIds] of members) {
         const key = userKey(id);
         let m = map.get(key);
         if (!m) map.set(key, (m = { id, info, byShard: new Map<number, number>(), conns: 0 }));
         m.conns += conns;
         m.byShard.set(shard, (m.byShard.get(shard) ?? 0) + conns);
+        for (const sid of socketIds) socks.set(sid, { key, shard, n: 1 });
       }
     }
     rec.perShard[shard] += subs;
@@ -212,10 +283,56 @@ export class OwnerStore {
     if (!chans) this.apps.set(app, (chans = new Map<string, ChannelRecord>()));
     let rec = chans.get(channel);
     if (!rec) {
-      rec = { perShard: new Int32Array(this.shards), total: 0, members: presence ? new Map<string, Member>() : null };
+      rec = {
+        perShard: new Int32Array(this.shards), total: 0,
+        members: presence ? new Map<string, Member>() : null,
+        sockets: presence ? new Map<string, JoinedSocket>() : null,
+      };
       chans.set(channel, rec);
     }
     return rec;
+  }
+
+  /** Socket `socketId` of `shard` joins (member_added on the user's first connection, not to `except`). */
+  private addSocket(
+    app: string, channel: string, rec: ChannelRecord, shard: number, socketId: string, userId: unknown, userInfo: unknown, except: string,
+  ): Map<string, Member> {
+    const key = userKey(userId);
+    const members = rec.members ?? (rec.members = new Map<string, Member>());
+    const socks = rec.sockets ?? (rec.sockets = new Map<string, JoinedSocket>());
+    let m = members.get(key);
+    if (!m) {
+      m = { id: userId, info: userInfo, byShard: new Map<number, number>(), conns: 0 };
+      members.set(key, m);
+    }
+    m.conns++;
+    m.byShard.set(shard, (m.byShard.get(shard) ?? 0) + 1);
+    const s = socks.get(socketId);
+    if (s) s.n++;
+    else socks.set(socketId, { key, shard, n: 1 });
+    // Counted first: a channel is occupied before its first member is added (webhook order).
+    this.count(app, channel, rec, shard, 1);
+    if (m.conns === 1) this.events.memberAdded(app, channel, userId, userInfo, except);
+    return members;
+  }
+
+  /** `times` of socket `sid`'s joins leave (member_removed when its user has no connection left). */
+  private removeSocket(app: string, channel: string, rec: ChannelRecord, sid: string, s: JoinedSocket, times: number): void {
+    for (let i = 0; i < times; i++) {
+      if (--s.n <= 0) rec.sockets!.delete(sid);
+      const m = rec.members?.get(s.key);
+      if (m) {
+        m.conns--;
+        const left = (m.byShard.get(s.shard) ?? 0) - 1;
+        if (left > 0) m.byShard.set(s.shard, left);
+        else m.byShard.delete(s.shard);
+        if (m.conns <= 0) {
+          rec.members!.delete(s.key);
+          this.events.memberRemoved(app, channel, m.id);
+        }
+      }
+      this.count(app, channel, rec, s.shard, -1);
+    }
   }
 
   private count(app: string, channel: string, rec: ChannelRecord, shard: number, delta: number): void {

@@ -100,6 +100,8 @@ export type LocalSocket = ExcludedSocket;
 
 export interface PublisherDeps {
   bus: PipelineBus;
+  /** A member event was written to shard `shard` (channels/reconcile.ts MemberTally). */
+  memberSent?(shard: number): void;
   interest: Interest;
   shards: number;
   /** The shard's native fan-out and sockets (inbound); a thread without sockets passes null. */
@@ -287,6 +289,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       for (const s of interest.targets(m.app, m.channel, [])) {
         try {
           bus.control(s, m);
+          deps.memberSent?.(s);
         } catch (err) {
           if (err instanceof BusFullError) meters.busFullAt('member_event');
           logLimited(log, 'error', { err, channel: m.channel, shard: s }, 'member event not delivered: internal queue full');

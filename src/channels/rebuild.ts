@@ -20,7 +20,7 @@
 // for users that are still connected elsewhere. Records of channels owned by a *surviving*
 // shard are fixed by that owner itself (OwnerStore.dropShard).
 
-import type { ControlMsg, RestoreChannel } from '../bus/messages';
+import type { ControlMsg, ReconcileChannel, RestoreChannel, RestoreMember } from '../bus/messages';
 import { ownerOf, userKey, type OwnerStore } from './owner';
 
 const keyOf = (app: string, channel: string) => app + ' ' + channel;
@@ -81,14 +81,66 @@ export interface LocalSubscription {
   userInfo?: unknown;
 }
 
-/** One local socket: its app id and its subscriptions by channel. */
+/** One local socket: its socket_id, app id and its subscriptions by channel. */
 export interface LocalSocket {
+  id: string;
   app: string;
   channels: ReadonlyMap<string, LocalSubscription>;
 }
 
 /** Channels per `restore` message (a message bigger than half a ring is chunked by the ring anyway). */
 export const RESTORE_BATCH = 500;
+
+type Collected = ReconcileChannel & { byUser: Map<string, RestoreMember> | null };
+
+/**
+ * What this shard holds of the channels owned by shard `owner` (every owner: null), per
+ * owner: subscriptions and, for presence, each local member with its sockets, the
+ * shadow set, and (with `pending`) the sockets whose join is not answered yet. Shared
+ * by the rebuild (collectRestore) and the periodic reconciliation (channels/reconcile.ts).
+ */
+export function collectLocal(
+  sockets: Iterable<LocalSocket>, owner: number | null, shards: number, shadows: PresenceShadows, pending: boolean,
+): Map<number, ReconcileChannel[]> {
+  const byChannel = new Map<string, Collected & { owner: number }>();
+  for (const sock of sockets) {
+    for (const [channel, sub] of sock.channels) {
+      if (!sub.joined && (!pending || sub.type !== 'presence')) continue;
+      const o = ownerOf(sock.app, channel, shards);
+      if (owner !== null && o !== owner) continue;
+      const k = keyOf(sock.app, channel);
+      let rc = byChannel.get(k);
+      if (!rc) {
+        const presence = sub.type === 'presence';
+        rc = {
+          owner: o, app: sock.app, channel, subs: 0, members: null, pending: presence && pending ? [] : null,
+          shadow: presence ? shadows.ids(sock.app, channel) : null, byUser: presence ? new Map() : null,
+        };
+        byChannel.set(k, rc);
+      }
+      if (!sub.joined) {
+        rc.pending!.push(sock.id);
+        continue;
+      }
+      rc.subs++;
+      if (rc.byUser) {
+        const uk = userKey(sub.userId);
+        const m = rc.byUser.get(uk);
+        if (m) {
+          m[2]++;
+          m[3].push(sock.id);
+        } else rc.byUser.set(uk, [sub.userId, sub.userInfo ?? null, 1, [sock.id]]);
+      }
+    }
+  }
+  const out = new Map<number, ReconcileChannel[]>();
+  for (const rc of byChannel.values()) {
+    let list = out.get(rc.owner);
+    if (!list) out.set(rc.owner, (list = []));
+    list.push({ app: rc.app, channel: rc.channel, subs: rc.subs, members: rc.byUser ? [...rc.byUser.values()] : null, shadow: rc.shadow, pending: rc.pending });
+  }
+  return out;
+}
 
 /**
  * Survivor side: what this shard holds of the channels owned by shard `owner`, as
@@ -98,30 +150,8 @@ export const RESTORE_BATCH = 500;
 export function collectRestore(
   sockets: Iterable<LocalSocket>, owner: number, shards: number, shadows: PresenceShadows,
 ): Extract<ControlMsg, { type: 'restore' }>[] {
-  const byChannel = new Map<string, RestoreChannel & { byUser: Map<string, [unknown, unknown, number]> | null }>();
-  for (const sock of sockets) {
-    for (const [channel, sub] of sock.channels) {
-      if (!sub.joined || ownerOf(sock.app, channel, shards) !== owner) continue;
-      const k = keyOf(sock.app, channel);
-      let rc = byChannel.get(k);
-      if (!rc) {
-        const presence = sub.type === 'presence';
-        rc = { app: sock.app, channel, subs: 0, members: null, shadow: presence ? shadows.ids(sock.app, channel) : null, byUser: presence ? new Map() : null };
-        byChannel.set(k, rc);
-      }
-      rc.subs++;
-      if (rc.byUser) {
-        const uk = userKey(sub.userId);
-        const m = rc.byUser.get(uk);
-        if (m) m[2]++;
-        else rc.byUser.set(uk, [sub.userId, sub.userInfo ?? null, 1]);
-      }
-    }
-  }
-  const all: RestoreChannel[] = [];
-  for (const rc of byChannel.values()) {
-    all.push({ app: rc.app, channel: rc.channel, subs: rc.subs, members: rc.byUser ? [...rc.byUser.values()] : null, shadow: rc.shadow });
-  }
+  const all: RestoreChannel[] = (collectLocal(sockets, owner, shards, shadows, false).get(owner) ?? [])
+    .map(({ app, channel, subs, members, shadow }) => ({ app, channel, subs, members, shadow }));
   const out: Extract<ControlMsg, { type: 'restore' }>[] = [];
   for (let i = 0; i < all.length; i += RESTORE_BATCH) out.push({ type: 'restore', channels: all.slice(i, i + RESTORE_BATCH), last: false });
   if (out.length === 0) out.push({ type: 'restore', channels: [], last: true });
@@ -129,8 +159,43 @@ export function collectRestore(
   return out;
 }
 
+type MemberMsg = Extract<ControlMsg, { type: 'member' }>;
+
 /** A member event for one shard: (shard, member message). */
-export type SendMember = (shard: number, msg: Extract<ControlMsg, { type: 'member' }>) => void;
+export type SendMember = (shard: number, msg: MemberMsg) => void;
+
+/** Other nodes' members of a channel (channels/remote-presence.ts), or null on a single node. */
+export type RemoteMembers = { members(app: string, channel: string): [unknown, unknown][] } | null;
+
+/** Members now: this node's records and, in a cluster, the other nodes'. */
+export function currentMembers(
+  owner: Pick<OwnerStore, 'memberMap'>, remote: RemoteMembers, app: string, channel: string,
+): ReadonlyMap<string, { id: unknown; info: unknown }> {
+  const local = owner.memberMap(app, channel);
+  const others = remote?.members(app, channel) ?? [];
+  if (others.length === 0) return local;
+  const all = new Map<string, { id: unknown; info: unknown }>(local);
+  for (const [id, info] of others) if (!all.has(userKey(id))) all.set(userKey(id), { id, info });
+  return all;
+}
+
+/**
+ * The member events that bring a shard's clients from what they were told (`known`, its
+ * shadow set: userKey → user_id) to `current`: member_removed for users gone, then
+ * member_added for users they never heard of.
+ */
+export function missedMemberEvents(
+  app: string, channel: string, known: ReadonlyMap<string, unknown>, current: ReadonlyMap<string, { id: unknown; info: unknown }>,
+): MemberMsg[] {
+  const out: MemberMsg[] = [];
+  for (const [k, id] of known) {
+    if (!current.has(k)) out.push({ type: 'member', op: 'removed', app, channel, userId: id, userInfo: null, except: '' });
+  }
+  for (const [k, m] of current) {
+    if (!known.has(k)) out.push({ type: 'member', op: 'added', app, channel, userId: m.id, userInfo: m.info, except: '' });
+  }
+  return out;
+}
 
 /**
  * New owner side: collects the survivors' `restore` messages. Owner operations that arrive
@@ -162,7 +227,7 @@ export class Rebuild {
     private readonly onDone: (r: Rebuild) => void,
     timeoutMs = 3000,
     /** In a cluster: the other nodes' members (the primary re-sent them before the restores). */
-    private readonly remote: { members(app: string, channel: string): [unknown, unknown][] } | null = null,
+    private readonly remote: RemoteMembers = null,
   ) {
     this.waiting = new Set(expected);
     if (this.waiting.size === 0) {
@@ -214,16 +279,6 @@ export class Rebuild {
     if (this.waiting.size === 0) queueMicrotask(() => this.finish());
   }
 
-  /** Members now: this node's (restored) and, in a cluster, the other nodes'. */
-  private currentMembers(app: string, channel: string): ReadonlyMap<string, { id: unknown; info: unknown }> {
-    const local = this.owner.memberMap(app, channel);
-    const others = this.remote?.members(app, channel) ?? [];
-    if (others.length === 0) return local;
-    const all = new Map<string, { id: unknown; info: unknown }>(local);
-    for (const [id, info] of others) if (!all.has(userKey(id))) all.set(userKey(id), { id, info });
-    return all;
-  }
-
   /** An owner operation that must wait for the rebuild. */
   defer(msg: ControlMsg, from: number): void {
     this.deferred.push({ msg, from });
@@ -235,17 +290,12 @@ export class Rebuild {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     for (const { app, channel, byShard } of this.shadows.values()) {
-      const current = this.currentMembers(app, channel);
+      const current = currentMembers(this.owner, this.remote, app, channel);
       for (const [shard, known] of byShard) {
-        for (const [k, id] of known) {
-          if (current.has(k)) continue;
-          this.stats.removed++;
-          this.sendMember(shard, { type: 'member', op: 'removed', app, channel, userId: id, userInfo: null, except: '' });
-        }
-        for (const [k, m] of current) {
-          if (known.has(k)) continue;
-          this.stats.added++;
-          this.sendMember(shard, { type: 'member', op: 'added', app, channel, userId: m.id, userInfo: m.info, except: '' });
+        for (const m of missedMemberEvents(app, channel, known, current)) {
+          if (m.op === 'removed') this.stats.removed++;
+          else this.stats.added++;
+          this.sendMember(shard, m);
         }
       }
     }

@@ -200,6 +200,9 @@ export const GlobalSchema = Type.Object({
     max_spill_bytes: int(64 * 1024 * 1024, 65_536, {
       max: 2 ** 40, doc: 'Per ring: frames a writer queues while its ring is full; past it the HTTP API answers 503. ≥ 2 × event_limits.max_payload_in_kb KiB.', env: 'BUS_MAX_SPILL_BYTES', ours: true,
     }),
+    owner_reconcile_interval_ms: int(10_000, 0, {
+      max: 3_600_000, doc: 'Every this many ms each shard reports its subscriptions to the owner shards, which correct what notices lost in a full ring left wrong (counts, presence members, member events, subscription_count, the webhook ledger; docs/owner-reconciliation.md); 0: off.', env: 'BUS_OWNER_RECONCILE_INTERVAL_MS', ours: true,
+    }),
   }, 'The rings between threads (one per ordered pair of threads).'),
   http: section({
     request_limit_in_mb: int(10, 1, { doc: 'Largest API request body (MB); bigger: 413.', env: 'HTTP_API_REQUEST_LIMIT_IN_MB' }),

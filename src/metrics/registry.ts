@@ -47,6 +47,7 @@ const COUNTERS: Record<CounterName, Def> = {
   delta_coordination_fallbacks_total: { help: 'Delta messages decided locally because the cluster-wide stream position did not come (cluster_coordination)', labels: [] },
   bus_full_total: { help: 'Frames refused because an internal ring and its spill queue were full (source: api, client_event, member_event, owner)', labels: ['source'] },
   shard_restarts_total: { help: 'Shard threads restarted after a crash', labels: [] },
+  owner_reconcile_corrections_total: { help: 'Corrections of the periodic owner reconciliation (kind: subscription = a subscription counted anew, join / leave = a presence socket added / removed, member_event = a member event re-sent to one shard, count_event = a subscription_count re-sent, webhook = a webhook transition re-decided)', labels: ['kind'] },
   webhooks_sent_total: { help: 'Webhook requests delivered (2xx answer, or a Lambda invoke accepted)', labels: ['app_id'] },
   webhooks_failed_total: { help: 'Webhook requests given up (reason: status (a 4xx or the last retryable answer), network, timeout, config)', labels: ['app_id', 'reason'] },
   webhook_retries_total: { help: 'Webhook requests sent again after a retryable failure', labels: ['app_id'] },

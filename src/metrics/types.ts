@@ -22,6 +22,8 @@ export type CounterName =
   | 'bus_full_total'
   /** ours: shard threads restarted by the primary after a crash */
   | 'shard_restarts_total'
+  /** ours: what the periodic owner reconciliation corrected (kind: subscription, join, leave, member_event, count_event, webhook) */
+  | 'owner_reconcile_corrections_total'
   /** ours: webhook requests delivered (2xx), failed for good, retried, or dropped before sending */
   | 'webhooks_sent_total' | 'webhooks_failed_total' | 'webhook_retries_total' | 'webhooks_dropped_total'
   /** ours: queue.driver redis: jobs taken back from a consumer that is gone (its lease lapsed) */

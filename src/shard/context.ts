@@ -45,6 +45,7 @@ import { deltaRoute } from '../delta/stage';
 import { coordinated, coordRoute } from '../delta/coord';
 import type { CacheStates } from '../delta/streams';
 import type { PresenceShadows } from '../channels/rebuild';
+import { MemberTally } from '../channels/reconcile';
 import { createSessionTopics, type SessionTopics } from '../fallback/hub';
 import type { Fallback } from '../fallback/service';
 import type { ShardEvent, ShardInit } from './init';
@@ -96,6 +97,8 @@ export interface ShardContext {
   stopping: boolean;
   /** Presence shadows of the failover (shard/failover.ts), bound once it is built. */
   shadows: PresenceShadows | null;
+  /** Member events per pair of shards, for the owner reconciliation (channels/reconcile.ts). */
+  readonly tally: MemberTally;
   /** HTTP fallback sessions on topics (fallback/hub.ts): every native publish also visits them; null when http_fallback is off. */
   readonly topics: SessionTopics | null;
   /** HTTP fallback endpoints and sessions (fallback/service.ts), bound once the handlers exist; null when off. */
@@ -168,14 +171,16 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   }) : null;
   backpressure.attach({ filters, delta });
 
+  const tally = new MemberTally(shards);
   // The context is filled in below; the callbacks read it late (owner ↔ publisher ↔ webhooks).
-  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, tap, filters, delta, stopping: false, shadows: null, topics, fallback: null } as Partial<ShardContext> as ShardContext;
+  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, tap, filters, delta, stopping: false, shadows: null, tally, topics, fallback: null } as Partial<ShardContext> as ShardContext;
 
   // History channels (history/): numbered and kept by their owner shard; its stage sends their events there.
   const { side: historySide, redis: historyRedis } = createShardHistorySide({ config, apps, shards, uws, sockets, bus, interest, out, log: logOf('history'), metrics, publisher: () => ctx.publisher });
   const publisher = createPublisher({
     bus, interest, shards, uws: fanout, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
     onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
+    memberSent: (s) => tally.sent[s]++,
     stages: {
       // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
       delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(shards) : deltaRoute(deltaInit.sequencer, deltaInterest)] : [],
@@ -204,6 +209,11 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     publisher: tap ? { publishOne: (m) => publisher.publishOne(m), member: (m) => { tap.member(m); publisher.member(m); } } : publisher, log: logOf('channels'), metrics, out,
     defaultMaxMembers: config.presence.max_members_per_channel,
     reply: (to, req, body) => bus.reply(to, req, body),
+    tally,
+    sendMember: (to, m) => {
+      bus.control(to, m);
+      tally.sent[to]++;
+    },
     // in a cluster, node-local presence transitions go to the other nodes through the primary
     cluster: config.adapter.driver === 'local' ? null : {
       memberChanged: (m) => toPrimary({ type: 'cluster_member', ...m }, 'a presence change'),

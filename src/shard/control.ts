@@ -23,6 +23,7 @@ export function createControlHandler(ctx: ShardContext, failover: () => Failover
         terminateUser(sockets.values(), msg.app, msg.userId, out);
         return;
       case 'member':
+        ctx.tally.read[from]++;
         return publisher.deliverMember(msg);
       case 'restore':
         return failover().restore(msg, from);

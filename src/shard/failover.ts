@@ -17,6 +17,7 @@ import type { Bus } from '../bus/bus';
 import type { ControlMsg } from '../bus/messages';
 import type { OwnerStore } from '../channels/owner';
 import { PresenceShadows, RESTORE_BATCH, Rebuild, collectRestore, type LocalSocket } from '../channels/rebuild';
+import type { MemberTally } from '../channels/reconcile';
 import type { RemotePresence } from '../channels/remote-presence';
 import type { UserOwner } from '../channels/users';
 import type { Watchlists } from '../ws/watchlist';
@@ -27,8 +28,18 @@ import { logLimited } from '../log';
 /** Control messages answered from the owner records: deferred while a rebuild runs. */
 const OWNER_OPS: ReadonlySet<ControlMsg['type']> = new Set<ControlMsg['type']>([
   'sub', 'presence_join', 'presence_leave', 'channel_info', 'channels_list', 'members',
-  'user_conn', 'watch', 'unwatch',
+  'user_conn', 'watch', 'unwatch', 'reconcile',
 ]);
+
+/** This shard's sockets with subscriptions, as the rebuild and the reconciliation read them. */
+export function localSockets(sockets: ReadonlyMap<string, Socket>): LocalSocket[] {
+  const out: LocalSocket[] = [];
+  for (const ws of sockets.values()) {
+    const d = ws.getUserData();
+    if (d.app && d.channels.size > 0) out.push({ id: d.id, app: d.app.id, channels: d.channels });
+  }
+  return out;
+}
 
 export interface FailoverDeps {
   init: ShardInit;
@@ -51,6 +62,8 @@ export interface FailoverDeps {
   remote?: RemotePresence;
   /** Replacement shard: the records are rebuilt, deferred operations not yet applied (the webhook sync). */
   onRebuilt?(): void;
+  /** Member events per pair of shards (channels/reconcile.ts): counted here, reset with a restarted peer. */
+  tally?: MemberTally;
 }
 
 export interface Failover {
@@ -75,6 +88,7 @@ export function createFailover(deps: FailoverDeps): Failover {
   const sendMember = (shard: number, msg: Extract<ControlMsg, { type: 'member' }>) => {
     try {
       bus.control(shard, msg);
+      if (deps.tally) deps.tally.sent[shard]++;
     } catch (err) {
       logLimited(log, 'error', { err, channel: msg.channel, shard }, 'rebuild: member event not delivered (internal queue full)');
     }
@@ -104,21 +118,13 @@ export function createFailover(deps: FailoverDeps): Failover {
     rebuild.onRecords = () => deps.onRebuilt?.();
   }
 
-  function localSockets(): Iterable<LocalSocket> {
-    const out: LocalSocket[] = [];
-    for (const ws of deps.sockets.values()) {
-      const d = ws.getUserData();
-      if (d.app && d.channels.size > 0) out.push({ app: d.app.id, channels: d.channels });
-    }
-    return out;
-  }
-
   function rewire(cmd: Extract<PrimaryCommand, { type: 'rewire' }>): void {
     const dead = cmd.shard;
     if (crashed || deps.stopping()) return deps.post({ type: 'rewired', shard: dead });
     // 1. fresh rings: nothing more from the dead thread; its pending answers are rejected
     //    (in a later microtask, so a retried presence join goes out after the restore below)
     bus.rewire(dead, cmd.toPeer, cmd.fromPeer, cmd.doorbell);
+    deps.tally?.reset(dead);
     // 2. the dead shard's connections leave the records this shard owns (member_removed once)
     owner.dropShard(dead);
     deps.users?.owner.store.dropShard(dead);
@@ -128,7 +134,7 @@ export function createFailover(deps: FailoverDeps): Failover {
     const msgs: ControlMsg[] = [];
     const users = deps.users?.watchlists.collectRestore(dead, deps.sockets.values()) ?? [];
     for (let i = 0; i < users.length; i += RESTORE_BATCH) msgs.push({ type: 'user_restore', users: users.slice(i, i + RESTORE_BATCH) });
-    msgs.push(...collectRestore(localSockets(), dead, init.shards, shadows));
+    msgs.push(...collectRestore(localSockets(deps.sockets), dead, init.shards, shadows));
     let channels = 0;
     for (const m of msgs) {
       if (m.type === 'restore') channels += m.channels.length;

@@ -18,6 +18,7 @@ import { createFailover, type Failover } from './failover';
 import type { ShardEvent, ShardInit } from './init';
 import { createListeners } from './listen';
 import { createShutdown } from './shutdown';
+import { startReconciler } from './reconcile';
 
 const init = workerData as ShardInit;
 nameThread(`shard-${init.shardId}`);
@@ -29,13 +30,14 @@ const listeners = createListeners(ctx);
 // Before bus.start: a replacement finds its `restore` messages already in its rings.
 const onControl = createControlHandler(ctx, () => failover);
 const failover: Failover = createFailover({
-  init, bus, owner: owner.store, sockets, log, post, onControl,
+  init, bus, owner: owner.store, sockets, log, post, onControl, tally: ctx.tally,
   users: { owner: ctx.users, watchlists: ctx.watchlists },
   remote: owner.remote,
   stopping: () => ctx.stopping,
   closeEverything: () => {
     ctx.stopping = true; // closing sockets send no unsub / presence_leave: the rebuild accounts for them
     clearInterval(sweepTimer);
+    reconciler.stop();
     listeners.close();
     for (const ws of [...sockets.values()]) ws.close();
     bus.stop();
@@ -112,6 +114,16 @@ const sweepTimer = setInterval(() => {
   ctx.fallback?.sweep(now);
 }, 1000);
 
+// Owner reconciliation (channels/reconcile.ts): timer work only, nothing on the hot path.
+const reconciler = startReconciler({
+  intervalMs: config.bus.owner_reconcile_interval_ms, shards: ctx.shards, bus, sockets, shadows: failover.shadows, tally: ctx.tally, owner,
+  log: logOf('channels'), metrics: ctx.metrics,
+  active: () => !ctx.stopping && !failover.crashed,
+  // the webhook ledger's channels of this owner: re-decided from its records (webhooks/ledger.ts);
+  // in a cluster the primary decides those webhooks for the cluster (adapter/transitions.ts)
+  syncWebhooks: webhooks && config.adapter.driver === 'local' ? () => webhooks.sync(shardId, ownedState(config.apps, owner.store)) : null,
+});
+
 /** The stop, bounded by shutdown_grace_period (shard/shutdown.ts). */
 const shutdown = createShutdown({
   sockets,
@@ -129,6 +141,7 @@ const shutdown = createShutdown({
 function shutdownNow(final: ShardEvent): void {
   ctx.stopping = true;
   clearInterval(sweepTimer);
+  reconciler.stop();
   webhooks?.stop(); // what this turn reported goes to the primary before the bus stops
   hooks.close();
   ctx.fallback?.stop(); // requests relayed to other shards' sessions get their 4200 here

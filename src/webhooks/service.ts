@@ -93,8 +93,12 @@ export async function startWebhookService(config: Config, log: Logger, metrics: 
         for (const [app, e] of msg.events) if (ledger.accept(app, e)) route(app, e);
         return;
       }
+      // after a rebuild, and from every owner each bus.owner_reconcile_interval_ms (shard/reconcile.ts)
       const events = ledger.reconcile(msg.shard, msg.channels);
-      if (events.length > 0) log.info({ shard: msg.shard, events: events.length }, 'webhooks: transitions of a restarted shard\'s channels re-decided');
+      if (events.length > 0) {
+        metrics.inc('owner_reconcile_corrections_total', { kind: 'webhook' }, events.length);
+        log.warn({ shard: msg.shard, events: events.length }, 'webhooks: transitions of an owner shard\'s channels re-decided from its records (a report was lost, or the shard restarted)');
+      }
       for (const { app, event } of events) route(app, event);
     },
     send: route,

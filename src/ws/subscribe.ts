@@ -6,7 +6,7 @@
 // later member event reach the client in one order (per-pair FIFO owner → this shard).
 
 import type { AppConfig } from '../config/types';
-import { BusPeerRestartedError } from '../bus/errors';
+import { BusFullError, BusPeerRestartedError } from '../bus/errors';
 import { userKey } from '../channels/owner';
 import { topicOf } from '../channels/topic';
 import { metersFor } from '../metrics/meters';
@@ -252,6 +252,10 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     }, (err: Error) => {
       if (retry && err instanceof BusPeerRestartedError && !d.closed && d.channels.get(channel) === sub) return ask(false);
       deps.log.error({ err, channel }, 'presence join failed');
+      // Given up without an answer: the owner may still apply the join (it was only slow).
+      // The leave follows the join on the same FIFO ring; the owner ignores it for a socket
+      // it never joined (refused, never arrived), so another tab of the user keeps its count.
+      if (!(err instanceof BusFullError) && !deps.stopping()) directory.leave(app.id, channel, d.id, sub.userKey!);
       if (!d.closed && d.channels.get(channel) === sub) {
         untrack(ws, d, app, channel);
         ws.cork(() => subscriptionError(ws, channel, 'LimitReached', 'server busy, try again', ErrorCode.OverCapacity));

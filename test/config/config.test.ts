@@ -372,10 +372,13 @@ t.test('several problems are reported together', async (t) => {
 t.test('slow consumers and the bus: websocket.on_backpressure, bus.ring_bytes, bus.max_spill_bytes', async (t) => {
   const d = load();
   t.equal(d.websocket.on_backpressure, 'drop');
-  t.same(d.bus, { ring_bytes: null, max_spill_bytes: 67_108_864 }, 'ring size derived from the thread count (bus/topology.ts)');
-  const e = load({}, { WEBSOCKET_ON_BACKPRESSURE: 'close', BUS_RING_BYTES: '65536', BUS_MAX_SPILL_BYTES: '1048576' });
+  t.same(d.bus, { ring_bytes: null, max_spill_bytes: 67_108_864, owner_reconcile_interval_ms: 10_000 }, 'ring size derived from the thread count (bus/topology.ts)');
+  const e = load({}, { WEBSOCKET_ON_BACKPRESSURE: 'close', BUS_RING_BYTES: '65536', BUS_MAX_SPILL_BYTES: '1048576', BUS_OWNER_RECONCILE_INTERVAL_MS: '0' });
   t.equal(e.websocket.on_backpressure, 'close');
-  t.same(e.bus, { ring_bytes: 65_536, max_spill_bytes: 1_048_576 });
+  t.same(e.bus, { ring_bytes: 65_536, max_spill_bytes: 1_048_576, owner_reconcile_interval_ms: 0 });
+  fails(t, 'reconcile interval', withApp({ bus: { owner_reconcile_interval_ms: -1 } }), 'bus.owner_reconcile_interval_ms',
+    /^bus\.owner_reconcile_interval_ms must be an integer between 0 and 3600000/);
+  fails(t, 'reconcile interval type', withApp({ bus: { owner_reconcile_interval_ms: '10s' } }), 'bus.owner_reconcile_interval_ms', /must be an integer/);
   fails(t, 'on_backpressure', withApp({ websocket: { on_backpressure: 'block' } }), 'websocket.on_backpressure',
     'websocket.on_backpressure must be one of drop, close, got "block"');
   fails(t, 'ring_bytes', withApp({ bus: { ring_bytes: 1024 } }), 'bus.ring_bytes', /^bus\.ring_bytes must be an integer between 4096 and 1073741824 or null, got 1024/);

@@ -43,15 +43,17 @@ t.test('restore: records come back without member_added or occupied', async (t) 
   const { owner, events } = store();
   owner.restore('a', 'pub', 0, 3, null);
   owner.restore('a', 'pub', 2, 1, null);
-  owner.restore('a', 'presence-y', 0, 2, [['u1', { n: 1 }, 2]]);
-  owner.restore('a', 'presence-y', 2, 1, [['u1', { n: 1 }, 1]]);
+  owner.restore('a', 'presence-y', 0, 2, [['u1', { n: 1 }, 2, ['0.1', '0.2']]]);
+  owner.restore('a', 'presence-y', 2, 1, [['u1', { n: 1 }, 1, ['2.1']]]);
   t.same(events, []);
   t.same(owner.info('a', 'pub'), { occupied: true, subscription_count: 4, user_count: null });
   t.same(owner.info('a', 'presence-y'), { occupied: true, subscription_count: 3, user_count: 1 });
-  owner.leave('a', 'presence-y', 0, 'u1');
-  owner.leave('a', 'presence-y', 0, 'u1');
+  t.equal(owner.leave('a', 'presence-y', '0.1'), true);
+  t.equal(owner.leave('a', 'presence-y', '0.1'), false, 'a socket that already left: ignored');
+  t.equal(owner.leave('a', 'presence-y', '0.9'), false, 'a socket never joined: ignored');
+  t.equal(owner.leave('a', 'presence-y', '0.2'), true);
   t.same(events, [], 'u1 still has a connection on shard 2');
-  owner.leave('a', 'presence-y', 2, 'u1');
+  owner.leave('a', 'presence-y', '2.1');
   t.same(events, [['removed', 'presence-y', 'u1'], ['vacated', 'presence-y']]);
 });
 
@@ -84,9 +86,9 @@ t.test('collectRestore: per channel owned by the dead shard, counts and members;
   shadows.joined('a', pres, [['u1', null], ['gone', null]]);
   const sub = (type: string, userId: unknown = null, joined = true) => ({ type, joined, userId, userInfo: userId ? { name: userId } : undefined });
   const socks: LocalSocket[] = [
-    { app: 'a', channels: new Map([[pub, sub('public')], [other, sub('public')], [pres, sub('presence', 'u1')]]) },
-    { app: 'a', channels: new Map([[pub, sub('public')], [pres, sub('presence', 'u1')]]) },
-    { app: 'a', channels: new Map([[pres, sub('presence', 'u2', false)]]) }, // join not answered: left out
+    { id: '1.1', app: 'a', channels: new Map([[pub, sub('public')], [other, sub('public')], [pres, sub('presence', 'u1')]]) },
+    { id: '1.2', app: 'a', channels: new Map([[pub, sub('public')], [pres, sub('presence', 'u1')]]) },
+    { id: '1.3', app: 'a', channels: new Map([[pres, sub('presence', 'u2', false)]]) }, // join not answered: left out
   ];
   const msgs = collectRestore(socks, dead, shards, shadows);
   t.equal(msgs.length, 1);
@@ -94,13 +96,13 @@ t.test('collectRestore: per channel owned by the dead shard, counts and members;
   const byName = new Map(msgs[0].channels.map((c) => [c.channel, c]));
   t.same([...byName.keys()].sort(), [pres, pub].sort());
   t.same(byName.get(pub), { app: 'a', channel: pub, subs: 2, members: null, shadow: null });
-  t.same(byName.get(pres), { app: 'a', channel: pres, subs: 2, members: [['u1', { name: 'u1' }, 2]], shadow: ['u1', 'gone'] });
+  t.same(byName.get(pres), { app: 'a', channel: pres, subs: 2, members: [['u1', { name: 'u1' }, 2, ['1.1', '1.2']]], shadow: ['u1', 'gone'] });
   t.same(collectRestore([], dead, shards, shadows), [{ type: 'restore', channels: [], last: true }], 'nothing held: one empty last batch');
 
   const many: LocalSocket[] = [];
   for (let k = 0; many.length < RESTORE_BATCH + 5; k++) {
     const ch = `c-${k}`;
-    if (ownerOf('a', ch, shards) === dead) many.push({ app: 'a', channels: new Map([[ch, sub('public')]]) });
+    if (ownerOf('a', ch, shards) === dead) many.push({ id: `1.${k}`, app: 'a', channels: new Map([[ch, sub('public')]]) });
   }
   const batches = collectRestore(many, dead, shards, shadows);
   t.same(batches.map((b) => [b.channels.length, b.last]), [[RESTORE_BATCH, false], [5, true]]);
@@ -116,11 +118,11 @@ t.test('Rebuild: defers owner operations, then sends each survivor the member ev
   t.equal(r.done, false);
   r.defer(join, 0);
   r.restore({ type: 'restore', last: true, channels: [
-    { app: 'a', channel: 'presence-p', subs: 1, members: [['both', null, 1]], shadow: ['both', 'dead'] },
+    { app: 'a', channel: 'presence-p', subs: 1, members: [['both', null, 1, ['0.1']]], shadow: ['both', 'dead'] },
   ] }, 0);
   t.equal(r.done, false, 'shard 2 has not answered yet');
   r.restore({ type: 'restore', last: false, channels: [
-    { app: 'a', channel: 'presence-p', subs: 1, members: [['alive', { a: 1 }, 1]], shadow: ['both', 'dead'] }, // 'alive' lost its event
+    { app: 'a', channel: 'presence-p', subs: 1, members: [['alive', { a: 1 }, 1, ['2.1']]], shadow: ['both', 'dead'] }, // 'alive' lost its event
   ] }, 2);
   r.restore({ type: 'restore', last: true, channels: [{ app: 'a', channel: 'pub', subs: 4, members: null, shadow: null }] }, 2);
   t.equal(r.done, true);

@@ -109,6 +109,7 @@ export const CLAIMS: Record<string, Claim> = {
   'websocket.on_backpressure': { effect: ['src/shard/context.ts', 'action: config.websocket.on_backpressure'], test: 'test/faults/slow-consumer.test.ts' },
   'bus.ring_bytes': { effect: ['src/main.ts', 'config.bus.ring_bytes'], test: 'test/faults/ring-saturation.test.ts' },
   'bus.max_spill_bytes': { effect: ['src/main.ts', 'config.bus.max_spill_bytes'], test: 'test/faults/ring-saturation.test.ts' },
+  'bus.owner_reconcile_interval_ms': { effect: ['src/shard/worker.ts', 'intervalMs: config.bus.owner_reconcile_interval_ms'], test: 'test/faults/owner-reconcile.test.ts' },
   'http.request_limit_in_mb': { effect: ['src/http/router.ts', 'config.http.request_limit_in_mb'], test: 'test/e2e/hostile-http.test.ts' },
   'log.level': { effect: ['src/log.ts', 'level: cfg.level'], test: 'test/ops/logging.test.ts' },
   'log.output_format': { effect: ['src/log.ts', "cfg.output_format === 'human'"], test: 'test/ops/logging.test.ts' },
