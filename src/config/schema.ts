@@ -21,6 +21,17 @@ import type { AppHooks } from './hooks';
 
 export { HEADER_NAME, MAX_WORKERS, WEBHOOK_EVENT_TYPES };
 
+/** Shortest adapter.cluster_secret: an HMAC key a guess cannot find. */
+export const MIN_CLUSTER_SECRET = 16;
+
+/** A secret of at least MIN_CLUSTER_SECRET characters, or null (an empty string counts as null). */
+function clusterSecret(d: Parameters<typeof optStr>[0]) {
+  return Type.Transform(Type.Union([Type.String({ pattern: `^(|[\\s\\S]{${MIN_CLUSTER_SECRET},})$` }), Type.Null()],
+    { default: null, ...meta({ rule: `must be a string of at least ${MIN_CLUSTER_SECRET} characters, or null`, ...d }) }))
+    .Decode((v) => (v === '' ? null : v))
+    .Encode((v) => v);
+}
+
 const HEADER_RULE = 'must be an HTTP header name (letters, digits and !#$%&\'*+.^_`|~-)';
 
 
@@ -90,6 +101,10 @@ export const GlobalSchema = Type.Object({
       token: optStr({ doc: 'NATS token.' }),
       prefix: str('ringcast', { doc: 'Subject prefix: <prefix>.pub, .ctl, .node.<id>.' }),
     }, 'The nats adapter.'),
+    cluster_secret: clusterSecret({
+      doc: 'Signs every cluster frame this node sends (HMAC-SHA256) and drops every frame received without the same secret\'s signature; null: frames unsigned, anyone who can publish on the backend under the prefix is a node. Every node of a cluster needs the same value. At least 16 characters.',
+      env: 'ADAPTER_CLUSTER_SECRET', ours: true,
+    }),
     buffer_multiplier_per_cpu: int(64, 1, {
       doc: 'Refused when changed: the adapter has no per-CPU buffer (a publish goes to the backend at once).', env: 'ADAPTER_BUFFER_MULTIPLIER_PER_CPU',
     }),

@@ -50,6 +50,7 @@ const CLAIMS: Record<string, Claim> = {
   'adapter.nats.password': { effect: ['src/adapter/nats.ts', 'pass: this.cfg.password'] },
   'adapter.nats.token': { effect: ['src/adapter/nats.ts', 'token: this.cfg.token'] },
   'adapter.nats.prefix': { effect: ['src/adapter/index.ts', 'config.adapter.nats.prefix'] },
+  'adapter.cluster_secret': { effect: ['src/primary/cluster.ts', 'signedTransport(w.transport, w.config.adapter.cluster_secret'] },
   'adapter.buffer_multiplier_per_cpu': { refused: { adapter: { buffer_multiplier_per_cpu: 128 } }, why: /adapter\.buffer_multiplier_per_cpu: the adapter has no per-CPU buffer/ },
   // memory / none in the shard (worker.ts); redis / redis-cluster in channels/shared-cache.ts
   'cache.driver': { effect: ['src/channels/shared-cache.ts', "config.cache.driver === 'redis-cluster'"] },
