@@ -12,23 +12,28 @@
 //
 // What it does not give: secrecy (frames travel in the clear; use the backend's TLS and
 // auth for that) and freshness (a captured frame replayed on its subject checks fine).
-// See docs/cluster-security.md.
+// See docs/cluster-secret.md.
 
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { logLimited } from '../log';
 import type { MetricsSink } from '../metrics/types';
 import type { Transport } from './transport';
-import { isSigned, openFrame, signFrame } from './wire';
+import { isPublishFrom, isSigned, openFrame, signedBody, signFrame } from './wire';
 
 export interface SigningDeps {
   log: Logger;
   metrics: MetricsSink;
+  /**
+   * This node's id: its own publishes, echoed by the backend, are dropped before the check
+   * (the cluster drops them unread anyway, cluster.ts; a forged one is dropped the same).
+   */
+  self: string;
 }
 
 /** `tx` with every frame signed and checked with `secret` (null: signed frames refused, the rest as is). */
 export function signedTransport(tx: Transport, secret: string | null, deps: SigningDeps): Transport {
-  const { log, metrics } = deps;
+  const { log, metrics, self } = deps;
   const reject = (reason: 'unsigned' | 'bad_signature' | 'signed', subject: string) => {
     metrics.inc('adapter_frames_rejected_total', { reason });
     const why = reason === 'signed'
@@ -51,6 +56,7 @@ export function signedTransport(tx: Transport, secret: string | null, deps: Sign
     }));
   }
   return wrapped((subject, data) => tx.publish(subject, signFrame(key, subject, data)), (subject, handler) => tx.subscribe(subject, (data) => {
+    if (isPublishFrom(signedBody(data), self)) return;
     const frame = openFrame(key, subject, data);
     if (typeof frame === 'string') reject(frame, subject);
     else handler(frame);

@@ -152,10 +152,15 @@ export function signFrame(key: KeyObject, subject: string, frame: Uint8Array): U
 /** Why a frame received on a node with a secret is refused (the `reason` label of adapter_frames_rejected_total). */
 export type Rejected = 'unsigned' | 'bad_signature';
 
+/** The frame inside a signed frame, unchecked (its first bytes say whose publish it is). */
+export function signedBody(buf: Uint8Array): Uint8Array {
+  return buf.subarray(SIGNED_HEAD);
+}
+
 /** The frame inside a signed frame whose tag is right for `subject`, or why it is refused. */
 export function openFrame(key: KeyObject, subject: string, buf: Uint8Array): Uint8Array | Rejected {
   if (buf.length < SIGNED_HEAD || buf[0] !== Kind.Signed) return 'unsigned';
-  const frame = buf.subarray(SIGNED_HEAD);
+  const frame = signedBody(buf);
   const tag = tagOf(key, subject, frame);
   return timingSafeEqual(tag.subarray(0, TAG_BYTES), buf.subarray(1, SIGNED_HEAD)) ? frame : 'bad_signature';
 }

@@ -5,7 +5,7 @@
 // counts (adapter/connections.ts), and the backend's up/down flag that /up/{appId} reads.
 
 import type { Logger } from 'pino';
-import { ADAPTER_CONNECT_TIMEOUT_MS, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
+import { ADAPTER_CONNECT_TIMEOUT_MS, newNodeId, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
 import { shareConnectionCounts } from '../adapter/connections';
 import { signedTransport } from '../adapter/signed';
 import { startClusterPresence } from '../adapter/presence';
@@ -54,9 +54,10 @@ export interface PrimaryCluster {
 export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryCluster> {
   const { bus, base, log, metrics } = w;
   // adapter.cluster_secret: every frame of the node and of the delta coordination signed and checked
-  const transport = signedTransport(w.transport, w.config.adapter.cluster_secret, { log, metrics });
+  const id = newNodeId();
+  const transport = signedTransport(w.transport, w.config.adapter.cluster_secret, { log, metrics, self: id });
   const node = await startClusterNode({
-    transport, prefix: subjectPrefix(w.config), bridge: w.bridge, health: w.config.adapter.cluster_health, log, metrics,
+    transport, nodeId: id, prefix: subjectPrefix(w.config), bridge: w.bridge, health: w.config.adapter.cluster_health, log, metrics,
   }, ADAPTER_CONNECT_TIMEOUT_MS);
 
   // another node's question is answered from this node's owner shards

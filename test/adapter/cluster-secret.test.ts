@@ -11,7 +11,7 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { connect as natsConnect } from 'nats';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { encodeNodeMsg, encodeNodePublish, signFrame } from '../../src/adapter/wire';
 import { loadConfig, type ConfigInput } from '../../src/config';
 import { metric } from '../faults/api';
