@@ -204,7 +204,7 @@ export const GlobalSchema = Type.Object({
       max: 2 ** 30, doc: 'Size of each inter-thread ring, rounded up to a power of two; null: 4 MiB / (threads − 1) as a power of two in [32 KiB, 256 KiB].', env: 'BUS_RING_BYTES', ours: true,
     }),
     max_spill_bytes: int(64 * 1024 * 1024, 65_536, {
-      max: 2 ** 40, doc: 'Per ring: frames a writer queues while its ring is full; past it the HTTP API answers 503. ≥ 2 × event_limits.max_payload_in_kb KiB.', env: 'BUS_MAX_SPILL_BYTES', ours: true,
+      max: 2 ** 40, doc: 'Per thread: bytes of frames its writers queue while their rings are full, all its outgoing rings together (a process holds at most threads × this); past it the HTTP API answers 503. ≥ 2 × event_limits.max_payload_in_kb KiB.', env: 'BUS_MAX_SPILL_BYTES', ours: true,
     }),
   }, 'The rings between threads (one per ordered pair of threads).'),
   http: section({
