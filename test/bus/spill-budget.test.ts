@@ -11,14 +11,11 @@
 //    (bus_spill_bytes, sampled all along) never pass the one budget, where a bound per ring
 //    held three times as much.
 
-import http from 'node:http';
-import type { Socket } from 'node:net';
 import t from 'tap';
 import { createRingBuffer, RingReader, RingWriter } from '../../src/bus/ring';
 import { SpillBudget } from '../../src/bus/spill';
-import { ownerOf } from '../../src/channels/owner';
-import { MiB, metric, publish, signedGet } from '../faults/api';
-import { APP, RawClient, eventually, startServer } from '../helpers/server';
+import { MiB, drainingConnection, metric, publish, signedGet } from '../faults/api';
+import { RawClient, eventually, startServer } from '../helpers/server';
 
 const FRAME = 5; // header bytes a spilled frame counts (ring.ts FRAME_HEADER_BYTES)
 
@@ -98,15 +95,10 @@ t.test('server: a thread writing to three stalled shards spills at most bus.max_
     5000, 'the owner to count every subscriber');
   for (const s of [1, 2, 3]) await srv.server.testPauseBus(s, 60_000);
   // a keep-alive API connection on shard 0, the one that reads (a question to a channel it owns is answered)
-  const probe = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((x) => `probe-${x}`).find((c) => ownerOf(APP.id, c, SHARDS) === 0)!;
-  let agent: http.Agent | null = null;
-  let conn: Socket | null = null;
-  for (let i = 0; i < 50 && !conn; i++) {
-    const a = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const r = await signedGet(srv.port, `channels/${probe}`, { agent: a, timeoutMs: 300 }).catch(() => null);
-    if (r?.status === 200) { agent = a; conn = r.socket; } else a.destroy();
-  }
-  t.ok(conn, 'an API connection on the shard that reads');
+  const found = await drainingConnection(srv.port, SHARDS);
+  t.ok(found, 'an API connection on the shard that reads');
+  const agent = found?.agent ?? null;
+  const conn = found?.conn ?? null;
   t.teardown(() => agent?.destroy());
 
   const pad = 'p'.repeat(1000);
