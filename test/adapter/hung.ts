@@ -28,6 +28,8 @@ export async function publisherCapHolds(t: Test, pub: Publisher, sub: Transport,
     pub.publish(subject, Buffer.from('before'));
     return got.includes('before');
   }, 5000, 'the first message');
+  // nothing in flight when the backend hangs (a 'before' answered later would free a place)
+  await eventually(() => pub.inFlight().commands === 0, 5000, 'the first publishes answered');
 
   backend.freeze();
   const payload = 'x'.repeat(1000);
