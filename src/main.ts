@@ -41,7 +41,7 @@ import type { DeltaShardInit } from './delta/init';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
 // that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
-// per ring before the API answers 503).
+// per thread, all its outgoing rings together, before the API answers 503; bus/spill.ts).
 
 export interface RunningServer {
   readonly port: number;

@@ -84,8 +84,16 @@ export interface ClusterDeps {
   health: ClusterHealth;
   log: Logger;
   metrics?: MetricsSink;
-  /** Test hook: a fixed node id. */
+  /** The node's id (newNodeId(); tests fix one); a new one when absent. */
   nodeId?: string;
+}
+
+/**
+ * A node id: the start time first (ms, 12 hex digits), so the smallest id is the oldest
+ * node, then 8 random hex digits.
+ */
+export function newNodeId(): string {
+  return Date.now().toString(16).padStart(12, '0') + randomBytes(4).toString('hex');
 }
 
 export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: number): Promise<ClusterNode> {
@@ -94,7 +102,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   // the start time first (ms, 12 hex digits): the smallest id is the oldest node, which
   // decides what one node must (the webhooks over an unordered backend, transitions.ts;
   // the delta stream numbering, delta/coord.ts): a node joining does not take it over
-  const id = deps.nodeId ?? Date.now().toString(16).padStart(12, '0') + randomBytes(4).toString('hex');
+  const id = deps.nodeId ?? newNodeId();
   const subj = { pub: `${prefix}.pub`, ctl: `${prefix}.ctl`, me: `${prefix}.node.${id}` };
   /** Other nodes → last heartbeat (ms). */
   const peers = new Map<string, number>();

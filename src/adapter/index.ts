@@ -6,7 +6,7 @@ import { createNatsTransport } from './nats';
 import { createRedisClusterTransport, createRedisTransport } from './redis';
 import type { Transport } from './transport';
 
-export { startClusterNode, type ClusterNode } from './cluster';
+export { newNodeId, startClusterNode, type ClusterNode } from './cluster';
 export { AdapterUnavailable, type Transport } from './transport';
 
 /** ms the primary waits for the backend at startup before it refuses to start. */

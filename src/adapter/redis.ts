@@ -126,7 +126,7 @@ export function createRedisTransport(cfg: RedisConfig): Transport & Pick<RedisTr
     redisClient(cfg, { name: 'adapter-pub', queue: false }), redisClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null }));
 }
 
-export function createRedisClusterTransport(cfg: RedisClusterConfig): Transport {
+export function createRedisClusterTransport(cfg: RedisClusterConfig): Transport & Pick<RedisTransport, 'inFlight'> {
   return new RedisTransport('redis-cluster', redisClusterWhere(cfg),
     redisClusterClient(cfg, { name: 'adapter-pub', queue: false }),
     redisClusterClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null, sharded: true }), true);

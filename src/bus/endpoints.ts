@@ -13,6 +13,7 @@
  */
 import { DoorbellListener, DoorbellRinger } from './doorbell';
 import { RingReader, RingWriter } from './ring';
+import { SpillBudget } from './spill';
 import { stampOf, type FrameSource, type Stamped } from './ordering';
 import type { BusTopology } from './topology';
 
@@ -20,8 +21,11 @@ export class Endpoints implements FrameSource {
   private readonly writers: (RingWriter | null)[] = [];
   private readonly readers: (RingReader | null)[] = [];
   private listener: DoorbellListener | null = null;
+  /** bus.max_spill_bytes for every outgoing ring together (bus/spill.ts). */
+  private readonly budget: SpillBudget;
 
   constructor(readonly self: number, private readonly topo: BusTopology) {
+    this.budget = new SpillBudget(topo.maxSpillBytes);
     for (let peer = 0; peer < topo.threads; peer++) {
       this.writers.push(peer === self ? null : this.writerTo(topo.rings[self][peer]!, topo.doorbells[peer]));
       this.readers.push(peer === self ? null : new RingReader(topo.rings[peer][self]!));
@@ -53,7 +57,7 @@ export class Endpoints implements FrameSource {
     return this.writers[peer]!.wouldTakeAll(lengths);
   }
 
-  /** Bytes waiting in the spill queues of every outgoing ring. */
+  /** Bytes waiting in the spill queues of every outgoing ring (≤ bus.max_spill_bytes). */
   spilledBytes(): number {
     let n = 0;
     for (const w of this.writers) if (w) n += w.spilledBytes;
@@ -85,7 +89,7 @@ export class Endpoints implements FrameSource {
    */
   replace(peer: number, toPeer: SharedArrayBuffer, fromPeer: SharedArrayBuffer, doorbell: SharedArrayBuffer): RingReader | null {
     const old = this.readers[peer];
-    this.writers[peer]?.close();
+    this.writers[peer]?.discard(); // its spilled bytes go back to the thread's budget
     this.writers[peer] = this.writerTo(toPeer, doorbell);
     this.readers[peer] = new RingReader(fromPeer);
     this.topo.rings[this.self][peer] = toPeer;
@@ -103,7 +107,7 @@ export class Endpoints implements FrameSource {
   private writerTo(ring: SharedArrayBuffer, doorbell: SharedArrayBuffer): RingWriter {
     const ringer = new DoorbellRinger(doorbell);
     return new RingWriter(ring, {
-      maxSpillBytes: this.topo.maxSpillBytes,
+      budget: this.budget,
       onWritten: () => ringer.request(),
       mark: stampOf, // the reader waits for spilled frames by stamp (ordering.ts invariant 3)
     });

@@ -38,6 +38,7 @@ import {
   HEADER_BYTES, MAX_CAPACITY, MIN_CAPACITY, RESERVED_TYPE_MIN, SPILL_MARK, SPILLED, TAIL, WAITING, WRAP,
 } from './layout';
 import { waitAsync } from './doorbell';
+import { SpillBudget } from './spill';
 
 type RingErrorCode = 'RING_ERR_CAPACITY' | 'RING_ERR_BUFFER' | 'RING_ERR_TYPE' | 'RING_ERR_CORRUPT';
 export class RingError extends Error {
@@ -81,7 +82,8 @@ abstract class RingEnd {
 interface Spilled { type: number; bytes: Uint8Array; done: number; /* bytes already in the ring (chunked) */ }
 
 export interface RingWriterOptions {
-  maxSpillBytes?: number; // bound of the spill queue (payload + 5 bytes per frame); default 64 MiB
+  maxSpillBytes?: number; // bound of the spill queue (payload + 5 bytes per frame) when no budget is given; default 64 MiB
+  budget?: SpillBudget; // shared by the writers of one thread (bus/spill.ts): bounds their spill queues together
   onWritten?: () => void; // called (synchronously) after write()/flushSpill() made ≥ 1 frame visible
   mark?: (payload: Uint8Array) => number; // an Int32 the reader sees for the oldest spilled frame (invariant 6)
 }
@@ -90,7 +92,7 @@ export class RingWriter extends RingEnd {
   // field initialisers run after super(), so the views and capacity are set
   private readonly maxWhole = this.capacity / 2 - FRAME_HEADER_BYTES - (ALIGN - 1); // largest one-frame payload
   private readonly chunkPayload = this.capacity / 4 - FRAME_HEADER_BYTES - (ALIGN - 1);
-  private readonly maxSpill: number;
+  private readonly budget: SpillBudget;
   private readonly onWritten: (() => void) | undefined;
   private tail = Atomics.load(this.i32, TAIL) >>> 0;
   private head = Atomics.load(this.i32, HEAD) >>> 0; // last HEAD seen; reloaded only when the ring looks full
@@ -106,7 +108,7 @@ export class RingWriter extends RingEnd {
 
   constructor(sab: SharedArrayBuffer, opts: RingWriterOptions = {}) {
     super(sab);
-    this.maxSpill = opts.maxSpillBytes ?? 64 * 1024 * 1024;
+    this.budget = opts.budget ?? new SpillBudget(opts.maxSpillBytes ?? 64 * 1024 * 1024);
     this.onWritten = opts.onWritten;
     this.markOf = opts.mark;
   }
@@ -121,13 +123,14 @@ export class RingWriter extends RingEnd {
    */
   wouldTake(n: number): boolean {
     if (this.spillAt < this.spill.length) this.flushSpill();
-    if (this.spilled + n + FRAME_HEADER_BYTES <= this.maxSpill) return true;
-    if (this.spilled > 0 || n > this.maxWhole) return false;
-    const fb = frameBytes(n);
-    const toEnd = this.capacity - (this.tail & this.mask);
-    const need = fb <= toEnd ? fb : toEnd + fb;
-    this.head = Atomics.load(this.i32, HEAD) >>> 0;
-    return need <= this.capacity - ((this.tail - this.head) >>> 0);
+    if (this.spilled === 0 && n <= this.maxWhole) {
+      const fb = frameBytes(n);
+      const toEnd = this.capacity - (this.tail & this.mask);
+      const need = fb <= toEnd ? fb : toEnd + fb;
+      this.head = Atomics.load(this.i32, HEAD) >>> 0;
+      if (need <= this.capacity - ((this.tail - this.head) >>> 0)) return true;
+    }
+    return this.budget.promise(this, n + FRAME_HEADER_BYTES);
   }
 
   /**
@@ -141,9 +144,9 @@ export class RingWriter extends RingEnd {
     if (this.spillAt < this.spill.length) this.flushSpill();
     this.head = Atomics.load(this.i32, HEAD) >>> 0;
     let tail = this.tail;
-    let spilled = this.spilled;
+    let spilled = 0; // of these frames
     for (const n of lengths) {
-      if (spilled === 0 && n <= this.maxWhole) {
+      if (this.spilled === 0 && spilled === 0 && n <= this.maxWhole) {
         const fb = frameBytes(n);
         const toEnd = this.capacity - (tail & this.mask);
         const need = fb <= toEnd ? fb : toEnd + fb;
@@ -153,15 +156,14 @@ export class RingWriter extends RingEnd {
         }
       }
       spilled += n + FRAME_HEADER_BYTES;
-      if (spilled > this.maxSpill) return false;
     }
-    return true;
+    return spilled === 0 || this.budget.promise(this, spilled);
   }
 
   /**
    * Enqueues a frame; the payload is copied, so the caller may reuse it at once. Returns
    * false (frame not taken) only when it does not go straight into the ring as one frame
-   * and spilledBytes + its length + 5 would pass maxSpillBytes. Chunked payloads (frame >
+   * and its length + 5 more spilled bytes would pass the spill budget (bus/spill.ts). Chunked payloads (frame >
    * capacity / 2) always pass through the spill queue: copied once, streamed as room frees.
    */
   write(type: number, payload: Uint8Array): boolean {
@@ -173,7 +175,7 @@ export class RingWriter extends RingEnd {
       this.onWritten?.();
       return true;
     }
-    if (this.spilled + n + FRAME_HEADER_BYTES > this.maxSpill) return false;
+    if (!this.budget.take(this, n + FRAME_HEADER_BYTES)) return false;
     this.spill.push({ type, bytes: new Uint8Array(payload), done: 0 });
     this.spilled += n + FRAME_HEADER_BYTES;
     this.flushSpill(); // starts streaming a chunked payload; arms the retry timer
@@ -188,8 +190,8 @@ export class RingWriter extends RingEnd {
       const done = e.done;
       const all = this.advance(e);
       wrote ||= all || e.done > done;
-      if (!all) { this.spilled -= e.done - done; break; }
-      this.spilled -= e.bytes.length - done + FRAME_HEADER_BYTES;
+      if (!all) { this.unspill(e.done - done); break; }
+      this.unspill(e.bytes.length - done + FRAME_HEADER_BYTES);
       this.spill[this.spillAt++] = undefined;
     }
     if (this.spillAt === this.spill.length || (this.spillAt >= 1024 && this.spillAt * 2 >= this.spill.length)) {
@@ -211,6 +213,23 @@ export class RingWriter extends RingEnd {
     this.cancel();
     if (this.marked !== null) Atomics.store(this.i32, SPILLED, 0);
     this.marked = null;
+  }
+
+  /**
+   * close(), and the spilled frames dropped: their bytes go back to the budget (the ring's
+   * reader is gone for good, e.g. a replaced thread).
+   */
+  discard(): void {
+    this.close();
+    this.budget.release(this.spilled);
+    this.spilled = 0;
+    this.spill = [];
+    this.spillAt = 0;
+  }
+
+  private unspill(bytes: number): void {
+    this.spilled -= bytes;
+    this.budget.release(bytes);
   }
 
   /** Invariant 6: SPILL_MARK / SPILLED follow the head of the spill queue. */

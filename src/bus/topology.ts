@@ -25,6 +25,7 @@ export interface BusTopology {
   doorbells: SharedArrayBuffer[];
   /** One Int32: the process-wide frame stamp counter (wraps; compared modulo 2^32). */
   clock: SharedArrayBuffer;
+  /** bus.max_spill_bytes: each thread's spill budget, all its outgoing rings together (spill.ts). */
   maxSpillBytes: number;
 }
 

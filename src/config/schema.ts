@@ -21,6 +21,17 @@ import type { AppHooks } from './hooks';
 
 export { HEADER_NAME, MAX_WORKERS, WEBHOOK_EVENT_TYPES };
 
+/** Shortest adapter.cluster_secret: an HMAC key a guess cannot find. */
+export const MIN_CLUSTER_SECRET = 16;
+
+/** A secret of at least MIN_CLUSTER_SECRET characters, or null (an empty string counts as null). */
+function clusterSecret(d: Parameters<typeof optStr>[0]) {
+  return Type.Transform(Type.Union([Type.String({ pattern: `^(|[\\s\\S]{${MIN_CLUSTER_SECRET},})$` }), Type.Null()],
+    { default: null, ...meta({ rule: `must be a string of at least ${MIN_CLUSTER_SECRET} characters, or null`, ...d }) }))
+    .Decode((v) => (v === '' ? null : v))
+    .Encode((v) => v);
+}
+
 const HEADER_RULE = 'must be an HTTP header name (letters, digits and !#$%&\'*+.^_`|~-)';
 
 
@@ -93,6 +104,10 @@ export const GlobalSchema = Type.Object({
         ...meta({ doc: 'Subject prefix: <prefix>.pub, .ctl, .node.<id>.', rule: 'must be NATS subject tokens (letters, digits, _ and -) joined by single dots, with no wildcard' }),
       }),
     }, 'The nats adapter.'),
+    cluster_secret: clusterSecret({
+      doc: 'Signs every cluster frame this node sends (HMAC-SHA256) and drops every frame received without the same secret\'s signature; null: frames unsigned, anyone who can publish on the backend under the prefix is a node. Every node of a cluster needs the same value. At least 16 characters.',
+      env: 'ADAPTER_CLUSTER_SECRET', ours: true,
+    }),
     buffer_multiplier_per_cpu: int(64, 1, {
       doc: 'Refused when changed: the adapter has no per-CPU buffer (a publish goes to the backend at once).', env: 'ADAPTER_BUFFER_MULTIPLIER_PER_CPU',
     }),
@@ -198,7 +213,7 @@ export const GlobalSchema = Type.Object({
       max: 2 ** 30, doc: 'Size of each inter-thread ring, rounded up to a power of two; null: 4 MiB / (threads − 1) as a power of two in [32 KiB, 256 KiB].', env: 'BUS_RING_BYTES', ours: true,
     }),
     max_spill_bytes: int(64 * 1024 * 1024, 65_536, {
-      max: 2 ** 40, doc: 'Per ring: frames a writer queues while its ring is full; past it the HTTP API answers 503. ≥ 2 × event_limits.max_payload_in_kb KiB.', env: 'BUS_MAX_SPILL_BYTES', ours: true,
+      max: 2 ** 40, doc: 'Per thread: bytes of frames its writers queue while their rings are full, all its outgoing rings together (a process holds at most threads × this); past it the HTTP API answers 503. ≥ 2 × event_limits.max_payload_in_kb KiB.', env: 'BUS_MAX_SPILL_BYTES', ours: true,
     }),
     owner_reconcile_interval_ms: int(10_000, 0, {
       max: 3_600_000, doc: 'Every this many ms each shard reports its subscriptions to the owner shards, which correct what notices lost in a full ring left wrong (counts, presence members, member events, subscription_count, the webhook ledger; docs/owner-reconciliation.md); 0: off.', env: 'BUS_OWNER_RECONCILE_INTERVAL_MS', ours: true,

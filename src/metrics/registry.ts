@@ -41,6 +41,7 @@ const COUNTERS: Record<CounterName, Def> = {
   adapter_publish_total: { help: 'Messages published to the multi-node adapter', labels: [] },
   adapter_subscribe_total: { help: 'Subjects this node subscribed to on the cluster backend', labels: [] },
   adapter_errors_total: { help: 'Multi-node adapter errors', labels: [] },
+  adapter_frames_rejected_total: { help: 'Cluster frames dropped unread: no signature or a wrong one (adapter.cluster_secret set), or a signed frame on a node without a secret', labels: ['reason'] },
   cluster_nodes_failed_total: { help: 'Cluster nodes declared failed', labels: [] },
   cluster_heartbeat_failures_total: { help: 'Cluster heartbeats that failed', labels: [] },
   delta_pool_refused_total: { help: 'Deltas the delta pool refused because its queue was full (delta_compression.pool_max_queue); the message went out in full', labels: [] },

@@ -13,6 +13,8 @@ export type CounterName =
   | 'websocket_buffer_full_total' | 'websocket_messages_dropped_total'
   | 'rate_limit_exceeded_total' | 'rate_limiter_errors_total'
   | 'adapter_publish_total' | 'adapter_subscribe_total' | 'adapter_errors_total'
+  /** ours: cluster frames dropped by the adapter.cluster_secret check (reason unsigned, bad_signature, signed) */
+  | 'adapter_frames_rejected_total'
   | 'cluster_nodes_failed_total' | 'cluster_heartbeat_failures_total'
   /** ours: delta messages whose full/delta decision was taken locally because the cluster's position did not come (cluster_coordination) */
   | 'delta_coordination_fallbacks_total'

@@ -5,8 +5,9 @@
 // counts (adapter/connections.ts), and the backend's up/down flag that /up/{appId} reads.
 
 import type { Logger } from 'pino';
-import { ADAPTER_CONNECT_TIMEOUT_MS, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
+import { ADAPTER_CONNECT_TIMEOUT_MS, newNodeId, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
 import { shareConnectionCounts } from '../adapter/connections';
+import { signedTransport } from '../adapter/signed';
 import { startClusterPresence } from '../adapter/presence';
 import { startClusterWatchlists } from '../adapter/watchlist';
 import type { Bus } from '../bus/bus';
@@ -52,8 +53,11 @@ export interface PrimaryCluster {
 /** Joins the cluster; rejects (AdapterUnavailable) when the backend does not answer in time. */
 export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryCluster> {
   const { bus, base, log, metrics } = w;
+  // adapter.cluster_secret: every frame of the node and of the delta coordination signed and checked
+  const id = newNodeId();
+  const transport = signedTransport(w.transport, w.config.adapter.cluster_secret, { log, metrics, self: id });
   const node = await startClusterNode({
-    transport: w.transport, prefix: subjectPrefix(w.config), bridge: w.bridge, health: w.config.adapter.cluster_health, log, metrics,
+    transport, nodeId: id, prefix: subjectPrefix(w.config), bridge: w.bridge, health: w.config.adapter.cluster_health, log, metrics,
   }, ADAPTER_CONNECT_TIMEOUT_MS);
 
   // another node's question is answered from this node's owner shards
@@ -69,7 +73,7 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   // delta_compression.cluster_coordination: stream positions agreed over the cluster
   const d = base.delta;
   const coord: DeltaCoord | null = d && coordinated(w.config) ? await startDeltaCoordination({
-    config: w.config, node, transport: w.transport, prefix: subjectPrefix(w.config), bus, sequencer: d.sequencer, log, metrics,
+    config: w.config, node, transport, prefix: subjectPrefix(w.config), bus, sequencer: d.sequencer, log, metrics,
     interest: { fossil: new Interest(d.interest.fossil, base.shards, -1), xdelta3: new Interest(d.interest.xdelta3, base.shards, -1) },
   }) : null;
   node.onStop(() => {

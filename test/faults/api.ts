@@ -2,6 +2,8 @@
 // and body, never throwing on 4xx/5xx), /metrics counters, and RSS sampling.
 
 import http from 'node:http';
+import type { Socket } from 'node:net';
+import { ownerOf } from '../../src/channels/owner';
 import { signApiQuery } from '../../src/protocol/api-auth';
 import { readResponse } from '../helpers/http';
 import { APP } from '../helpers/server';
@@ -82,3 +84,20 @@ export function rssSampler(everyMs = 50): { readonly max: number; stop(): number
 }
 
 export const MiB = 1024 * 1024;
+
+/**
+ * A keep-alive API connection (agent and socket) on a shard that drains its rings while
+ * others are stalled (testPauseBus): a question about a channel owned by shard 0 is
+ * answered at once there and on every shard that reads, not on a stalled one (whose reply
+ * ring it does not read). Null when none was found in 50 tries.
+ */
+export async function drainingConnection(port: number, shards: number): Promise<{ agent: http.Agent; conn: Socket } | null> {
+  const probe = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((x) => `probe-${x}`).find((c) => ownerOf(APP.id, c, shards) === 0)!;
+  for (let i = 0; i < 50; i++) {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const r = await signedGet(port, `channels/${probe}`, { agent, timeoutMs: 300 }).catch(() => null);
+    if (r?.status === 200 && r.socket) return { agent, conn: r.socket };
+    agent.destroy();
+  }
+  return null;
+}

@@ -9,13 +9,10 @@
 //  - publishes succeed again afterwards.
 // Runs with 2 shards (4 under RINGCAST_TEST_WORKERS=4).
 
-import http from 'node:http';
-import type { Socket } from 'node:net';
 import t from 'tap';
-import { ownerOf } from '../../src/channels/owner';
-import { APP, RawClient, WORKERS, eventually, startServer } from '../helpers/server';
+import { RawClient, WORKERS, eventually, startServer } from '../helpers/server';
 import { settle } from '../helpers/settle';
-import { MiB, metric, publish, rssSampler, signedGet } from './api';
+import { MiB, drainingConnection, metric, publish, rssSampler, signedGet } from './api';
 
 process.env.RINGCAST_TEST_HOOKS = '1';
 const SHARDS = Math.max(2, WORKERS);
@@ -52,15 +49,10 @@ t.test('ring saturation', async (t) => {
   // A keep-alive connection that does not land on the stalled shard: a question to a
   // channel owned by shard 0 is answered at once there and on every shard but the
   // stalled one (whose reply ring it does not read).
-  const probe = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((x) => `probe-${x}`).find((c) => ownerOf(APP.id, c, SHARDS) === 0)!;
-  let agent: http.Agent | null = null;
-  let conn: Socket | null = null;
-  for (let i = 0; i < 50 && !conn; i++) {
-    const a = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const r = await signedGet(srv.port, `channels/${probe}`, { agent: a, timeoutMs: 300 }).catch(() => null);
-    if (r?.status === 200) { agent = a; conn = r.socket; } else a.destroy();
-  }
-  t.ok(conn, 'an API connection on a shard that drains');
+  const found = await drainingConnection(srv.port, SHARDS);
+  t.ok(found, 'an API connection on a shard that drains');
+  const agent = found?.agent ?? null;
+  const conn = found?.conn ?? null;
   t.teardown(() => agent?.destroy());
 
   const rss = rssSampler();

@@ -36,6 +36,7 @@ export const CLAIMS: Record<string, Claim> = {
   'ssl.redirect_http': { effect: ['src/main.ts', 'if (config.ssl.redirect_http)'], test: 'test/ops/tls-redirect.test.ts' },
   'ssl.http_port': { effect: ['src/listeners/redirect.ts', 'listenHttp(server, config.ssl.http_port'], test: 'test/ops/tls-redirect.test.ts' },
   'adapter.driver': { effect: ['src/adapter/index.ts', 'switch (config.adapter.driver)'], test: 'test/channels/shared-cache.test.ts' },
+  'adapter.cluster_secret': { effect: ['src/primary/cluster.ts', 'signedTransport(w.transport, w.config.adapter.cluster_secret'], test: 'test/adapter/cluster-secret.test.ts' },
   'adapter.cluster_health.enabled': { effect: ['src/adapter/cluster.ts', 'if (health.enabled)'], test: 'test/adapter/metrics.test.ts' },
   'adapter.cluster_health.heartbeat_interval_ms': { effect: ['src/adapter/cluster.ts', 'health.heartbeat_interval_ms'], test: 'test/adapter/metrics.test.ts' },
   'adapter.cluster_health.node_timeout_ms': { effect: ['src/adapter/cluster.ts', 'health.node_timeout_ms'], test: 'test/adapter/metrics.test.ts' },
