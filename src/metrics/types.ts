@@ -38,6 +38,8 @@ export type CounterName =
   | 'history_rewinds_total'
   /** ours (history/): API publishes answered from the idempotency window (not delivered again) */
   | 'idempotent_hits_total'
+  /** ours (history/): commands of the cluster-wide idempotency window its Redis failed (op: claim, done, release) */
+  | 'idempotency_errors_total'
   /** ours: HTTP fallback (fallback/): sessions opened, requests by transport, requests refused by transport and status */
   | 'fallback_sessions_total' | 'fallback_requests_total' | 'fallback_request_errors_total';
 
