@@ -4,49 +4,21 @@
 // in, pusher-js reconnects and resubscribes, and the plug-in's `recover` brings exactly the
 // missed messages: each channel ends with every message once, in order. Workers 1 and 4.
 import { createRequire } from 'node:module';
-import net from 'node:net';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import type PusherJS from 'pusher-js';
 import { APP, WORKERS, eventually, startServer } from '../helpers/server';
 import { connected, pusherJs } from '../helpers/pusher-js';
+import { tcpProxy } from '../helpers/tcp-proxy';
 
 type ClientModule = typeof import('../../client/index.js');
 const CLIENT = path.resolve(__dirname, '..', '..', '..', 'client', 'index.js');
 const load = (): ClientModule => createRequire(__filename)(CLIENT) as ClientModule;
 
-/** A TCP proxy to `port` that can cut every connection (RST) and refuse new ones. */
-async function proxy(port: number) {
-  const open = new Set<net.Socket>();
-  let refusing = false;
-  let accepted = 0;
-  const server = net.createServer((client) => {
-    if (refusing) return client.resetAndDestroy();
-    accepted++;
-    const upstream = net.connect(port, '127.0.0.1');
-    open.add(client).add(upstream);
-    client.pipe(upstream).pipe(client);
-    const drop = () => { open.delete(client); open.delete(upstream); client.destroy(); upstream.destroy(); };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    accepted: () => accepted,
-    cut() {
-      refusing = true;
-      for (const s of open) s.resetAndDestroy();
-    },
-    allow() { refusing = false; },
-    close: () => new Promise<void>((r) => { for (const s of open) s.destroy(); server.close(() => r()); }),
-  };
-}
-
 /** A server keeping `size` messages of room-*, a proxy in front, a pusher-js client through it with the plug-in. */
 async function setup(t: Test, size: number) {
   const srv = await startServer({ apps: [{ ...APP, channel_history: { 'room-*': { size, ttl: 120 } } as never }] });
-  const px = await proxy(srv.port);
+  const px = await tcpProxy(srv.port);
   t.teardown(async () => { await px.close(); await srv.stop(); });
   const pusher: PusherJS = srv.track(pusherJs(px.port));
   const failed: [string, { reason?: string }][] = [];
