@@ -34,14 +34,11 @@ import { PENDING_MS, type IdemReply } from './idempotency';
 /** ms between attempts to record an answer Redis did not take. */
 export const DONE_RETRY_MS = 500;
 
-/** The window's Redis did not answer a claim: the request is refused (503), nothing delivered. */
-export class IdempotencyUnavailable extends Error {
-  readonly code = 'RC_ERR_IDEMPOTENCY_DOWN';
-  constructor(message: string) {
-    super(message);
-    this.name = 'IdempotencyUnavailable';
-  }
-}
+/** The code of the error a claim rejects with when the window's Redis did not answer (503, nothing delivered). */
+export const IDEMPOTENCY_DOWN = 'RC_ERR_IDEMPOTENCY_DOWN';
+
+/** Whether `err` is that error (its message names Redis and why). */
+export const isIdempotencyDown = (err: unknown): err is Error => err instanceof Error && (err as { code?: unknown }).code === IDEMPOTENCY_DOWN;
 
 // KEYS[1] key; ARGV[1] pending marker, ARGV[2] its PX. '' = new; else the key's value.
 const CLAIM = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return '' end
@@ -124,7 +121,7 @@ export function createRedisIdempotency(deps: RedisIdempotencyDeps): RedisIdempot
       } catch (err) {
         failed('claim');
         const why = redisFailure(client) ?? (err as Error).message;
-        throw new IdempotencyUnavailable(`the idempotency window's Redis at ${where} did not answer (${why})`);
+        throw Object.assign(new Error(`the idempotency window's Redis at ${where} did not answer (${why})`), { code: IDEMPOTENCY_DOWN });
       }
       if (v === '') {
         markers.set(app + '\0' + key, marker);

@@ -13,7 +13,7 @@ import { serialiseTags } from '../filter/tags';
 import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
 import { invalidKey, type IdemReply } from '../history/idempotency';
-import { IdempotencyUnavailable } from '../history/idempotency-redis';
+import { isIdempotencyDown } from '../history/idempotency-redis';
 import { then, type MaybePromise } from './maybe';
 import { limitBackendEvents } from './ratelimit';
 import { jsonError, PUBLISHED, type ApiResponse } from './request';
@@ -198,7 +198,7 @@ const IN_PROGRESS = 'a request with this idempotency_key is still being answered
 
 /** A claim that failed: 503, nothing delivered; naming Redis when the cluster-wide window's Redis failed. */
 function unanswered(err: unknown): ApiResponse {
-  if (err instanceof IdempotencyUnavailable) return jsonError(503, `${err.message}: nothing was delivered, retry later`);
+  if (isIdempotencyDown(err)) return jsonError(503, `${err.message}: nothing was delivered, retry later`);
   return jsonError(503, 'server busy: the idempotency window did not answer, retry later');
 }
 

@@ -8,6 +8,8 @@
 // - Redis down: a publish with a key is refused 503 naming Redis, nothing delivered; the
 //   same retried once Redis is back is delivered once, and a retry on the other node then
 //   gets its answer;
+// - Redis hung (SIGSTOP: connected, answering nothing): 503 within the command timeout, nothing
+//   delivered; once it answers again the retry is delivered once;
 // - adapter.driver nats: a key is refused (501 naming adapter.driver nats), nothing delivered.
 import t from 'tap';
 import type { Test } from 'tap';
@@ -16,6 +18,7 @@ import { signedPost } from '../helpers/http';
 import { MARKER, settle } from '../helpers/settle';
 import { APP, RawClient, eventually, type TestServer } from '../helpers/server';
 import { startBackend } from '../adapter/backends';
+import { RedisServer } from '../helpers/redis';
 
 type Answer = { status: number; body: unknown; text: string };
 const post = (srv: TestServer, path: string, body: unknown): Promise<Answer> =>
@@ -99,7 +102,14 @@ for (const name of ['redis', 'redis-cluster'] as const) {
       t.equal(batch.status, 503);
       t.match(batch.body, { error: /idempotency window's Redis .* nothing was delivered/ });
       await backend.resume();
-      // the client retries until it is answered (the nodes reconnect meanwhile: more 503s, none delivered)
+      // both nodes' adapters are back (markers cross them): a publish now reaches both subscribers
+      await eventually(async () => {
+        try {
+          await settleBoth([a, b], [ca, cb], ch);
+          return true;
+        } catch { return false; }
+      }, 30_000, 'the markers of both nodes to reach both subscribers');
+      // the client retries until it is answered (a node's window client may still reconnect: more 503s, none delivered)
       let ok: Answer | null = null;
       await eventually(async () => {
         const r = await post(a, 'events', body);
@@ -110,17 +120,33 @@ for (const name of ['redis', 'redis-cluster'] as const) {
       const other = await post(b, 'events', body);
       t.equal(other.status, 200, other.text);
       t.same(other.body, ok!.body, 'the other node answers the first answer');
-      // both nodes' adapters are back (the markers cross them)
-      await eventually(async () => {
-        try {
-          await settleBoth([a, b], [ca, cb], ch);
-          return true;
-        } catch { return false; }
-      }, 30_000, 'the markers of both nodes to reach both subscribers');
+      await settleBoth([a, b], [ca, cb], ch);
       for (const c of [ca, cb]) t.equal(delivered(c, ch, 'after-outage').length, 1, 'delivered once');
     });
   });
 }
+
+t.test('redis hung: 503 within the command timeout, nothing delivered; the retry after: delivered once', async (t: Test) => {
+  const redis = await RedisServer.start();
+  t.teardown(() => redis.stop());
+  const a = await startNode(t, { adapter: { driver: 'redis' }, database: { redis: { host: '127.0.0.1', port: redis.port } } });
+  const c = a.track(await RawClient.connect(a.wsUrl()));
+  await c.subscribe('idem-hung');
+  redis.freeze();
+  const body = { name: 'hung', channel: 'idem-hung', data: 'x', idempotency_key: 'hung-1' };
+  const started = Date.now();
+  const r = await post(a, 'events', body);
+  t.equal(r.status, 503);
+  t.match(r.body, { error: /^the idempotency window's Redis at 127\.0\.0\.1:\d+ did not answer \(.*timed out.*\): nothing was delivered, retry later$/i });
+  t.ok(Date.now() - started < 5000, `answered within 5 s (${Date.now() - started} ms): the command timeout, not a hang`);
+  redis.thaw();
+  let ok: Answer | null = null;
+  await eventually(async () => (ok = await post(a, 'events', body)).status === 200, 20_000, 'the retry to be answered');
+  t.equal((await post(a, 'events', body)).status, 200, 'a repeat: the first answer');
+  await settle(a, c, 'idem-hung', { timeoutMs: 10_000 });
+  t.equal(delivered(c, 'idem-hung', 'hung').length, 1, 'delivered once');
+  t.ok(ok);
+});
 
 t.test('nats: an idempotency_key is refused (the window cannot be cluster-wide)', async (t: Test) => {
   const backend = await startBackend('nats');
