@@ -16,8 +16,8 @@
 //   release  anything else (a 503 delivered nothing): delete the key if it still holds
 //            our pending marker, so the retry publishes once.
 //
-// Redis unreachable or slow (commands fail at once while disconnected and after
-// COMMAND_TIMEOUT_MS when hung): a claim fails, the request is answered 503 naming Redis
+// Redis unreachable or slow (a claim waits at most COMMAND_TIMEOUT_MS for a connection,
+// a command fails after COMMAND_TIMEOUT_MS when Redis is hung): a claim fails, the request is answered 503 naming Redis
 // and nothing is delivered (never a publish that the window did not see). A `done` that
 // never reaches Redis leaves the pending marker, which lapses after PENDING_MS; a retry
 // after that publishes again: the one case of a second delivery, logged and counted
@@ -28,7 +28,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
-import { COMMAND_TIMEOUT_MS, redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere } from '../redis/client';
+import { COMMAND_TIMEOUT_MS, redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere, whenReady } from '../redis/client';
 import { PENDING_MS, type IdemReply } from './idempotency';
 
 /** ms between attempts to record an answer Redis did not take. */
@@ -117,6 +117,8 @@ export function createRedisIdempotency(deps: RedisIdempotencyDeps): RedisIdempot
       const marker = 'P' + randomBytes(12).toString('base64url');
       let v: string;
       try {
+        // still connecting (a shard just started) or reconnecting: wait as long as a command may take
+        if (client.status !== 'ready') await whenReady(client, COMMAND_TIMEOUT_MS, () => new Error(`not connected within ${COMMAND_TIMEOUT_MS} ms`));
         v = await redis.idemClaim(idemKey(prefix, app, key), marker, PENDING_MS);
       } catch (err) {
         failed('claim');

@@ -8,7 +8,7 @@
 // - Redis down: a publish with a key is refused 503 naming Redis, nothing delivered; the
 //   same retried once Redis is back is delivered once, and a retry on the other node then
 //   gets its answer;
-// - Redis hung (SIGSTOP: connected, answering nothing): 503 within the command timeout, nothing
+// - Redis hung (SIGSTOP: connected, answering nothing): 503 within seconds, nothing
 //   delivered; once it answers again the retry is delivered once;
 // - adapter.driver nats: a key is refused (501 naming adapter.driver nats), nothing delivered.
 import t from 'tap';
@@ -21,12 +21,25 @@ import { startBackend } from '../adapter/backends';
 import { RedisServer } from '../helpers/redis';
 
 type Answer = { status: number; body: unknown; text: string };
+// two clusters of two nodes, Redis outages: past tap's 120 s default with workers 4 on a loaded machine
+t.setTimeout(280_000);
+
 const post = (srv: TestServer, path: string, body: unknown): Promise<Answer> =>
   signedPost(srv.port, APP, path, body).then((r) => ({ status: r.status, body: r.json as unknown, text: r.text }));
 
 /** Every client has both nodes' markers on `channel`: what either node published before is there. */
 async function settleBoth(nodes: TestServer[], clients: RawClient[], channel: string): Promise<void> {
   for (const n of nodes) await settle(n, clients, channel, { timeoutMs: 10_000 });
+}
+
+/** settleBoth, tried again while the adapters settle after a Redis outage (a Redis Cluster's subscribers come back one by one). */
+async function settleAfterOutage(nodes: TestServer[], clients: RawClient[], channel: string): Promise<void> {
+  await eventually(async () => {
+    try {
+      await settleBoth(nodes, clients, channel);
+      return true;
+    } catch { return false; }
+  }, 40_000, 'the markers of both nodes to reach both subscribers');
 }
 
 const delivered = (c: RawClient, channel: string, event: string) => c.frames.filter((f) => f.channel === channel && f.event === event && f.event !== MARKER);
@@ -103,12 +116,7 @@ for (const name of ['redis', 'redis-cluster'] as const) {
       t.match(batch.body, { error: /idempotency window's Redis .* nothing was delivered/ });
       await backend.resume();
       // both nodes' adapters are back (markers cross them): a publish now reaches both subscribers
-      await eventually(async () => {
-        try {
-          await settleBoth([a, b], [ca, cb], ch);
-          return true;
-        } catch { return false; }
-      }, 30_000, 'the markers of both nodes to reach both subscribers');
+      await settleAfterOutage([a, b], [ca, cb], ch);
       // the client retries until it is answered (a node's window client may still reconnect: more 503s, none delivered)
       let ok: Answer | null = null;
       await eventually(async () => {
@@ -120,7 +128,7 @@ for (const name of ['redis', 'redis-cluster'] as const) {
       const other = await post(b, 'events', body);
       t.equal(other.status, 200, other.text);
       t.same(other.body, ok!.body, 'the other node answers the first answer');
-      await settleBoth([a, b], [ca, cb], ch);
+      await settleAfterOutage([a, b], [ca, cb], ch);
       for (const c of [ca, cb]) t.equal(delivered(c, ch, 'after-outage').length, 1, 'delivered once');
     });
   });
@@ -137,7 +145,7 @@ t.test('redis hung: 503 within the command timeout, nothing delivered; the retry
   const started = Date.now();
   const r = await post(a, 'events', body);
   t.equal(r.status, 503);
-  t.match(r.body, { error: /^the idempotency window's Redis at 127\.0\.0\.1:\d+ did not answer \(.*timed out.*\): nothing was delivered, retry later$/i });
+  t.match(r.body, { error: /^the idempotency window's Redis at 127\.0\.0\.1:\d+ did not answer \(.+\): nothing was delivered, retry later$/i });
   t.ok(Date.now() - started < 5000, `answered within 5 s (${Date.now() - started} ms): the command timeout, not a hang`);
   redis.thaw();
   let ok: Answer | null = null;
