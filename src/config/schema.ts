@@ -312,8 +312,8 @@ export const GlobalSchema = Type.Object({
     memory_budget_mb: int(256, 1, { max: 1024 * 1024, doc: 'MiB of stored messages in the process; past it the least recently written channels are evicted first (history_evictions_total).', ours: true }),
   }, 'Message history, rewind and recovery (apps[].channel_history says which channels).'),
   idempotency: section({
-    window_seconds: int(120, 1, { max: 86_400, doc: 'Seconds a publish\'s idempotency_key is remembered per app: a repeat gets the first answer and is not delivered again.' }),
-    max_keys: int(100_000, 1, { max: 10_000_000, doc: 'Keys remembered per process; past it the oldest are forgotten first.', ours: true }),
+    window_seconds: int(120, 1, { max: 86_400, doc: 'Seconds a publish\'s idempotency_key is remembered per app: a repeat gets the first answer and is not delivered again. Process-wide with adapter.driver local; cluster-wide (in Redis) with redis / redis-cluster; nats refuses keys (501).' }),
+    max_keys: int(100_000, 1, { max: 10_000_000, doc: 'Keys remembered per process with adapter.driver local; past it the oldest are forgotten first. (With a redis adapter Redis keeps them, each for window_seconds.)', ours: true }),
   }, 'Idempotent publish (idempotency_key on events and batch items).'),
   hook_client: section({
     max_in_flight: int(1024, 1, { max: 100_000, doc: 'Backend hook calls in flight per shard, all apps together; beyond: the hook\'s on_failure policy, counted (docs/hooks.md).', ours: true }),

@@ -32,8 +32,13 @@ export interface ApiDeps {
   hooks?: PublishHooks | null;
   /** REST history (history/rest.ts); absent: the route answers 404 like an unknown route. */
   history?: RestHistory;
-  /** Idempotent publish (history/idempotency.ts): the key's owner shard keeps the first answer. */
+  /**
+   * Idempotent publish: the key's owner shard keeps the first answer (history/idempotency.ts),
+   * or Redis with a redis / redis-cluster adapter (history/idempotency-redis.ts).
+   */
   idempotency?: {
+    /** Set: publishes with an idempotency_key are refused (501) with this text (adapter.driver nats). */
+    refused?: string;
     claim(app: string, key: string): Promise<IdemReply>;
     done(app: string, key: string, status: number, body: unknown): void;
     release(app: string, key: string): void;

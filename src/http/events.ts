@@ -13,6 +13,7 @@ import { serialiseTags } from '../filter/tags';
 import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
 import { invalidKey, type IdemReply } from '../history/idempotency';
+import { isIdempotencyDown } from '../history/idempotency-redis';
 import { then, type MaybePromise } from './maybe';
 import { limitBackendEvents } from './ratelimit';
 import { jsonError, PUBLISHED, type ApiResponse } from './request';
@@ -164,6 +165,7 @@ export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePr
   if (!isParsed(ev)) return ev;
   return then(limitBackendEvents(deps, app, ev.channels.length), (overRate) => {
     if (overRate) return overRate;
+    if (ev.key !== null && deps.idempotency?.refused) return jsonError(501, deps.idempotency.refused);
     if (ev.key !== null && deps.idempotency) return idempotent(deps, app, ev.key, () => publishEvent(deps, app, ev));
     return publishEvent(deps, app, ev);
   });
@@ -209,6 +211,12 @@ function hooked(deps: ApiDeps, app: AppConfig, events: ParsedEvent[], batch: boo
 
 const IN_PROGRESS = 'a request with this idempotency_key is still being answered: retry';
 
+/** A claim that failed: 503, nothing delivered; naming Redis when the cluster-wide window's Redis failed. */
+function unanswered(err: unknown): ApiResponse {
+  if (isIdempotencyDown(err)) return jsonError(503, `${err.message}: nothing was delivered, retry later`);
+  return jsonError(503, 'server busy: the idempotency window did not answer, retry later');
+}
+
 /**
  * A publish with an idempotency_key: the first one publishes and its 2xx answer is kept
  * for the window; a repeat gets that answer and delivers nothing. Anything else (a 503: it
@@ -219,8 +227,8 @@ async function idempotent(deps: ApiDeps, app: AppConfig, key: string, run: () =>
   let claim: IdemReply;
   try {
     claim = await idem.claim(app.id, key);
-  } catch {
-    return jsonError(503, 'server busy: the idempotency window did not answer, retry later');
+  } catch (err) {
+    return unanswered(err);
   }
   if (claim.state === 'pending') return jsonError(503, IN_PROGRESS);
   if (claim.state === 'done') {
@@ -269,6 +277,7 @@ export function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Ma
   }
   return then(limitBackendEvents(deps, app, events.reduce((n, ev) => n + ev.channels.length, 0)), (overRate) => {
     if (overRate) return overRate;
+    if (firstWith.size > 0 && deps.idempotency?.refused) return jsonError(501, deps.idempotency.refused);
     if (firstWith.size > 0 && deps.idempotency) return idempotentBatch(deps, app, events);
     return publishBatch(deps, app, events);
   });
@@ -298,12 +307,14 @@ function publishBatch(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): May
  */
 async function idempotentBatch(deps: ApiDeps, app: AppConfig, events: ParsedEvent[]): Promise<ApiResponse> {
   const idem = deps.idempotency!;
-  const claims = await Promise.all(events.map((ev) => (ev.key === null ? Promise.resolve(null) : idem.claim(app.id, ev.key).catch(() => null))));
+  let failure: unknown = null;
+  const claims = await Promise.all(events.map((ev) => (ev.key === null ? Promise.resolve(null)
+    : idem.claim(app.id, ev.key).catch((err: unknown) => { failure = err; return null; }))));
   const claimed = events.filter((ev, i) => ev.key !== null && claims[i]?.state === 'new').map((ev) => ev.key!);
   const releaseAll = () => { for (const k of claimed) idem.release(app.id, k); };
   if (claims.some((c, i) => events[i].key !== null && (c === null || c.state === 'pending'))) {
     releaseAll();
-    return claims.some((c) => c?.state === 'pending') ? jsonError(503, IN_PROGRESS) : jsonError(503, 'server busy: the idempotency window did not answer, retry later');
+    return claims.some((c) => c?.state === 'pending') ? jsonError(503, IN_PROGRESS) : unanswered(failure);
   }
   const fresh = events.filter((_, i) => claims[i] === null || claims[i].state === 'new');
   let res: ApiResponse;

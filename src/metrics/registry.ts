@@ -62,6 +62,7 @@ const COUNTERS: Record<CounterName, Def> = {
   history_recoveries_total: { help: 'Subscriptions with a resume position (result: recovered, no_history, epoch_changed, too_old, too_many, invalid, unavailable)', labels: ['app_id', 'result'] },
   history_rewinds_total: { help: 'Subscriptions that were sent a rewind of stored messages', labels: ['app_id'] },
   idempotent_hits_total: { help: 'API publishes with an idempotency_key already seen in the window (answered with the first answer, not delivered again)', labels: ['app_id'] },
+  idempotency_errors_total: { help: 'Commands of the cluster-wide idempotency window (adapter.driver redis / redis-cluster) its Redis failed (op: claim = publish refused 503, done = answer not recorded, release)', labels: ['op'] },
   fallback_sessions_total: { help: 'HTTP fallback sessions opened (pusher-js xhr_streaming / xhr_polling)', labels: ['app_id'] },
   fallback_requests_total: { help: 'HTTP fallback requests (transport: xhr_streaming, xhr, xhr_send, options)', labels: ['transport'] },
   fallback_request_errors_total: { help: 'HTTP fallback requests answered with an error status (transport, status)', labels: ['transport', 'status'] },

@@ -44,6 +44,8 @@ export type CounterName =
   | 'history_rewinds_total'
   /** ours (history/): API publishes answered from the idempotency window (not delivered again) */
   | 'idempotent_hits_total'
+  /** ours (history/): commands of the cluster-wide idempotency window its Redis failed (op: claim, done, release) */
+  | 'idempotency_errors_total'
   /** ours: HTTP fallback (fallback/): sessions opened, requests by transport, requests refused by transport and status */
   | 'fallback_sessions_total' | 'fallback_requests_total' | 'fallback_request_errors_total'
   /** ours (console/): failed console logins, requests refused 429 by the login throttle, addresses it forgot at its cap */

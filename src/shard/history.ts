@@ -11,6 +11,7 @@ import type { OutboundStage, Publisher, StageWrites } from '../channels/publishe
 import type { Config } from '../config/types';
 import { createHistoryStore } from '../history';
 import { createIdempotencyOwner, isIdemMsg, keyOwner } from '../history/idempotency';
+import { createRedisIdempotency } from '../history/idempotency-redis';
 import { createHistoryOwner, isHistoryOwnerMsg } from '../history/owner';
 import { RedisHistory } from '../history/redis';
 import { HistorySettings } from '../history/settings';
@@ -87,7 +88,16 @@ export interface ShardHistory {
   /** The HTTP API's part (ApiDeps.history, ApiDeps.idempotency). */
   api: Pick<ApiDeps, 'history' | 'idempotency'>;
   sweep(now: number): void;
+  /** Closes the Redis clients (history driver, cluster-wide idempotency window): an open socket keeps the thread alive. */
+  close(): Promise<void>;
 }
+
+/**
+ * With adapter.driver nats the window cannot be cluster-wide (NATS has no shared store
+ * here): publishes with an idempotency_key are refused rather than deduplicated per node.
+ */
+export const NATS_REFUSAL = 'idempotency_key is not supported with adapter.driver nats: its window must be cluster-wide and NATS ' +
+  'has no shared store in ringcast (use adapter.driver redis or redis-cluster, or publish without idempotency_key)';
 
 export function createShardHistory(d: {
   config: Config; shards: number; bus: Bus; interest: Interest; side: HistoryShard; redis: RedisHistory | null; publisher: Publisher; owner: OwnerService;
@@ -124,6 +134,16 @@ export function createShardHistory(d: {
       log.error({ err }, 'could not tell an idempotency key\'s owner how its publish ended');
     }
   };
+  // With a cluster adapter the window is cluster-wide: Redis (history/idempotency-redis.ts), or refused (nats).
+  const driver = config.adapter.driver;
+  const clusterWide = driver === 'redis' || driver === 'redis-cluster'
+    ? createRedisIdempotency({ config, log, metrics: d.metrics })
+    : null;
+  const processWide: NonNullable<ApiDeps['idempotency']> = {
+    claim: (app, key) => bus.request(keyOwner(app, key, shards), { type: 'idem_claim', app, key }),
+    done: (app, key, status, body) => tellKeyOwner({ type: 'idem_done', app, key, status, body }),
+    release: (app, key) => tellKeyOwner({ type: 'idem_release', app, key }),
+  };
   let sweptAt = Date.now();
   return {
     handle(msg, from) {
@@ -140,11 +160,7 @@ export function createShardHistory(d: {
           : (app, channel, q) => bus.request(ownerOf(app, channel, shards), { type: 'hist_page', app, channel, ...q }),
         ...(d.redis ? { numbered: (publish: () => void) => d.redis!.numbered(publish) } : {}),
       },
-      idempotency: {
-        claim: (app, key) => bus.request(keyOwner(app, key, shards), { type: 'idem_claim', app, key }),
-        done: (app, key, status, body) => tellKeyOwner({ type: 'idem_done', app, key, status, body }),
-        release: (app, key) => tellKeyOwner({ type: 'idem_release', app, key }),
-      },
+      idempotency: driver === 'nats' ? { ...processWide, refused: NATS_REFUSAL } : clusterWide ?? processWide,
     },
     sweep(now) {
       if (now - sweptAt < SWEEP_MS) return;
@@ -153,5 +169,6 @@ export function createShardHistory(d: {
       d.side.sweep();
       idempotency.sweep();
     },
+    close: () => Promise.all([clusterWide?.close(), d.redis?.close()]).then(() => undefined),
   };
 }

@@ -43,7 +43,7 @@ const failover: Failover = createFailover({
     bus.stop();
     void limiter.close();
     void sharedCache?.close();
-    void ctx.historyRedis?.close();
+    void ctx.history.close();
   },
   endThread: () => parentPort!.close(),
   // the crash rule of webhooks (webhooks/ledger.ts): the rebuilt state, before anything changes
@@ -132,7 +132,7 @@ const shutdown = createShutdown({
   closeAll: () => (uws as TemplatedApp & { close(): void }).close(),
   bus, post, log,
   // an open Redis socket would keep this thread alive
-  limiter: { close: () => Promise.all([limiter.close(), sharedCache?.close(), ctx.historyRedis?.close()]).then(() => undefined) },
+  limiter: { close: () => Promise.all([limiter.close(), sharedCache?.close(), ctx.history.close()]).then(() => undefined) },
   endThread: () => parentPort!.close(),
   graceMs: config.shutdown_grace_period,
   clock: { setTimeout },

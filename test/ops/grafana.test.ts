@@ -79,6 +79,13 @@ t.test('the board shows what an operator needs', async (t) => {
     'shard restarts': 'shard_restarts_total',
     'adapter publishes': 'adapter_publish_total',
     'adapter errors': 'adapter_errors_total',
+    'history stored messages': 'history_messages',
+    'history stored bytes': 'history_bytes',
+    'history evictions': 'history_evictions_total',
+    'history rewinds': 'history_rewinds_total',
+    'history recoveries by result': 'history_recoveries_total',
+    'idempotent hits': 'idempotent_hits_total',
+    'idempotency window Redis errors': 'idempotency_errors_total',
   };
   for (const [what, metric] of Object.entries(must)) t.ok(queried.has(PREFIX + metric), `${what}: ${PREFIX}${metric} is queried`);
 });

@@ -1,0 +1,167 @@
+// The cluster-wide idempotency window (PROTOCOL.md "Idempotent publish": across nodes with
+// a cluster adapter), used instead of the process-wide one (idempotency.ts) when
+// adapter.driver is `redis` or `redis-cluster`: every node asks the same Redis, so a retry
+// that reaches another node, or another shard, finds the first request's key.
+//
+// One key per (app, idempotency_key): `<key_prefix>idem:<app, URI-encoded>:<key>`.
+//
+//   claim    one script: SET NX PX PENDING_MS with a pending marker `P<token>` (this
+//            request publishes: 'new'), else the key's value: a pending marker
+//            ('pending': 503 retry, never a wait) or the first answer ('done').
+//            Two nodes racing on one key: Redis runs one script at a time, one of them wins.
+//   done     a 2xx answer: SET `D<json>` PX window, unless another request holds the key
+//            by now (our pending marker lapsed). Retried every DONE_RETRY_MS while the
+//            marker would still stand (PENDING_MS), so a short Redis outage after the
+//            publish still records the answer.
+//   release  anything else (a 503 delivered nothing): delete the key if it still holds
+//            our pending marker, so the retry publishes once.
+//
+// Redis unreachable or slow (a claim waits at most COMMAND_TIMEOUT_MS for a connection,
+// a command fails after COMMAND_TIMEOUT_MS when Redis is hung): a claim fails, the request is answered 503 naming Redis
+// and nothing is delivered (never a publish that the window did not see). A `done` that
+// never reaches Redis leaves the pending marker, which lapses after PENDING_MS; a retry
+// after that publishes again: the one case of a second delivery, logged and counted
+// (idempotency_errors_total{op="done"}).
+
+import type { Cluster, Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Config } from '../config/types';
+import type { MetricsSink } from '../metrics/types';
+import { COMMAND_TIMEOUT_MS, redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere, whenReady } from '../redis/client';
+import { PENDING_MS, type IdemReply } from './idempotency';
+
+/** ms between attempts to record an answer Redis did not take. */
+export const DONE_RETRY_MS = 500;
+
+/** The code of the error a claim rejects with when the window's Redis did not answer (503, nothing delivered). */
+export const IDEMPOTENCY_DOWN = 'RC_ERR_IDEMPOTENCY_DOWN';
+
+/** Whether `err` is that error (its message names Redis and why). */
+export const isIdempotencyDown = (err: unknown): err is Error => err instanceof Error && (err as { code?: unknown }).code === IDEMPOTENCY_DOWN;
+
+// KEYS[1] key; ARGV[1] pending marker, ARGV[2] its PX. '' = new; else the key's value.
+const CLAIM = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return '' end
+return redis.call('GET', KEYS[1])`;
+// KEYS[1] key; ARGV[1] our pending marker, ARGV[2] the answer, ARGV[3] the window's PX.
+const DONE = `local v = redis.call('GET', KEYS[1])
+if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end
+return 0`;
+// KEYS[1] key; ARGV[1] our pending marker.
+const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
+
+type Scripted = (Redis | Cluster) & {
+  idemClaim(key: string, marker: string, px: number): Promise<string>;
+  idemDone(key: string, marker: string, answer: string, px: number): Promise<number>;
+  idemRelease(key: string, marker: string): Promise<number>;
+};
+
+export interface RedisIdempotencyDeps {
+  config: Pick<Config, 'adapter' | 'database' | 'idempotency'>;
+  log: Logger;
+  metrics: MetricsSink;
+}
+
+export interface RedisIdempotency {
+  claim(app: string, key: string): Promise<IdemReply>;
+  done(app: string, key: string, status: number, body: unknown): void;
+  release(app: string, key: string): void;
+  close(): Promise<void>;
+}
+
+/** The window's Redis key of an app's idempotency_key (the app id encoded: it may hold ':'). */
+export function idemKey(prefix: string, app: string, key: string): string {
+  return `${prefix}idem:${encodeURIComponent(app)}:${key}`;
+}
+
+export function createRedisIdempotency(deps: RedisIdempotencyDeps): RedisIdempotency {
+  const { config, log, metrics } = deps;
+  const role = { name: 'idempotency', queue: false, commandTimeoutMs: COMMAND_TIMEOUT_MS };
+  let client: Redis | Cluster;
+  let prefix: string;
+  let where: string;
+  if (config.adapter.driver === 'redis-cluster') {
+    const c = config.database.redis_cluster;
+    client = redisClusterClient(c, role);
+    prefix = c.key_prefix;
+    where = redisClusterWhere(c);
+  } else {
+    const c = config.database.redis;
+    client = redisClient(c, role);
+    prefix = c.key_prefix;
+    where = redisWhere(c);
+  }
+  client.defineCommand('idemClaim', { numberOfKeys: 1, lua: CLAIM });
+  client.defineCommand('idemDone', { numberOfKeys: 1, lua: DONE });
+  client.defineCommand('idemRelease', { numberOfKeys: 1, lua: RELEASE });
+  const redis = client as Scripted;
+  let down = false;
+  // ioredis emits 'error' for every failed attempt: without a listener it would kill the thread
+  client.on('error', (err: Error) => {
+    if (!down) log.warn({ err: err.message, redis: where }, 'idempotency: Redis unreachable; publishes with an idempotency_key are refused (503)');
+    down = true;
+  });
+  client.on('ready', () => {
+    if (down) log.info({ redis: where }, 'idempotency: Redis reachable again');
+    down = false;
+  });
+
+  const windowMs = config.idempotency.window_seconds * 1000;
+  /** The pending markers of the claims this shard holds, by app\0key. */
+  const markers = new Map<string, string>();
+  const failed = (op: 'claim' | 'done' | 'release') => metrics.inc('idempotency_errors_total', { op });
+
+  return {
+    async claim(app, key) {
+      const marker = 'P' + randomBytes(12).toString('base64url');
+      let v: string;
+      try {
+        // still connecting (a shard just started) or reconnecting: wait as long as a command may take
+        if (client.status !== 'ready') await whenReady(client, COMMAND_TIMEOUT_MS, () => new Error(`not connected within ${COMMAND_TIMEOUT_MS} ms`));
+        v = await redis.idemClaim(idemKey(prefix, app, key), marker, PENDING_MS);
+      } catch (err) {
+        failed('claim');
+        const why = redisFailure(client) ?? (err as Error).message;
+        throw Object.assign(new Error(`the idempotency window's Redis at ${where} did not answer (${why})`), { code: IDEMPOTENCY_DOWN });
+      }
+      if (v === '') {
+        markers.set(app + '\0' + key, marker);
+        return { state: 'new' };
+      }
+      if (v.startsWith('D')) {
+        const a = JSON.parse(v.slice(1)) as { s: number; b: unknown };
+        return { state: 'done', status: a.s, body: a.b };
+      }
+      return { state: 'pending' };
+    },
+    done(app, key, status, body) {
+      const id = app + '\0' + key;
+      const marker = markers.get(id) ?? '';
+      markers.delete(id);
+      const answer = 'D' + JSON.stringify({ s: status, b: body });
+      const until = Date.now() + PENDING_MS;
+      const attempt = (): void => {
+        redis.idemDone(idemKey(prefix, app, key), marker, answer, windowMs).catch((err: Error) => {
+          failed('done');
+          if (Date.now() + DONE_RETRY_MS < until) {
+            setTimeout(attempt, DONE_RETRY_MS).unref();
+            return;
+          }
+          log.error({ err: err.message, redis: where, app_id: app },
+            'idempotency: the answer of a delivered publish never reached Redis; a retry after its pending marker lapses publishes again');
+        });
+      };
+      attempt();
+    },
+    release(app, key) {
+      const id = app + '\0' + key;
+      const marker = markers.get(id);
+      markers.delete(id);
+      if (marker === undefined) return;
+      // lost: the pending marker lapses after PENDING_MS (retries get 503 meanwhile)
+      redis.idemRelease(idemKey(prefix, app, key), marker).catch(() => failed('release'));
+    },
+    close: () => client.quit().then(() => undefined, () => { client.disconnect(); }),
+  };
+}

@@ -1,0 +1,173 @@
+// Idempotent publish across the nodes of a cluster (adapter.driver redis / redis-cluster:
+// the window is in Redis, history/idempotency-redis.ts). Two nodes on a real Redis; a
+// subscriber on each node counts deliveries, settled with markers published on both nodes.
+// - a retry that reaches the other node is not delivered again and gets the first answer
+//   (events and batch items);
+// - the same key sent to both nodes at once, many times: delivered once, every 200 the
+//   same answer, the others 503 "still being answered" (retried until answered);
+// - Redis down: a publish with a key is refused 503 naming Redis, nothing delivered; the
+//   same retried once Redis is back is delivered once, and a retry on the other node then
+//   gets its answer;
+// - Redis hung (SIGSTOP: connected, answering nothing): 503 within seconds, nothing
+//   delivered; once it answers again the retry is delivered once;
+// - adapter.driver nats: a key is refused (501 naming adapter.driver nats), nothing delivered.
+import t from 'tap';
+import type { Test } from 'tap';
+import { startNode, startNodePair } from '../helpers/cluster';
+import { signedPost } from '../helpers/http';
+import { MARKER, settle } from '../helpers/settle';
+import { APP, RawClient, eventually, type TestServer } from '../helpers/server';
+import { startBackend } from '../adapter/backends';
+import { RedisServer } from '../helpers/redis';
+
+type Answer = { status: number; body: unknown; text: string };
+// two clusters of two nodes, Redis outages: past tap's 120 s default with workers 4 on a loaded machine
+t.setTimeout(280_000);
+
+const post = (srv: TestServer, path: string, body: unknown): Promise<Answer> =>
+  signedPost(srv.port, APP, path, body).then((r) => ({ status: r.status, body: r.json as unknown, text: r.text }));
+
+/** Every client has both nodes' markers on `channel`: what either node published before is there. */
+async function settleBoth(nodes: TestServer[], clients: RawClient[], channel: string): Promise<void> {
+  for (const n of nodes) await settle(n, clients, channel, { timeoutMs: 10_000 });
+}
+
+/** settleBoth, tried again while the adapters settle after a Redis outage (a Redis Cluster's subscribers come back one by one). */
+async function settleAfterOutage(nodes: TestServer[], clients: RawClient[], channel: string): Promise<void> {
+  await eventually(async () => {
+    try {
+      await settleBoth(nodes, clients, channel);
+      return true;
+    } catch { return false; }
+  }, 40_000, 'the markers of both nodes to reach both subscribers');
+}
+
+const delivered = (c: RawClient, channel: string, event: string) => c.frames.filter((f) => f.channel === channel && f.event === event && f.event !== MARKER);
+
+for (const name of ['redis', 'redis-cluster'] as const) {
+  t.test(`${name}: idempotent publish across two nodes`, async (t) => {
+    const backend = await startBackend(name);
+    t.teardown(() => backend.stop());
+    const [a, b] = await startNodePair(t, backend.config());
+    const ca = a.track(await RawClient.connect(a.wsUrl()));
+    const cb = b.track(await RawClient.connect(b.wsUrl()));
+    const subscribe = async (channel: string) => {
+      await Promise.all([ca.subscribe(channel), cb.subscribe(channel)]);
+      // both nodes know of both subscribers before anything is published
+      await settleBoth([a, b], [ca, cb], channel);
+    };
+
+    await t.test('a retry on the other node: not delivered again, the first answer', async (t) => {
+      const ch = `idem-retry-${name}`;
+      await subscribe(ch);
+      const body = { name: 'once', channel: ch, data: 'x', idempotency_key: 'retry-1', info: 'subscription_count' };
+      const first = await post(a, 'events', body);
+      t.equal(first.status, 200, first.text);
+      for (const n of [b, a, b]) {
+        const again = await post(n, 'events', body);
+        t.equal(again.status, 200);
+        t.same(again.body, first.body, 'the first answer');
+      }
+      const item = (k: string) => ({ name: 'item', channel: ch, data: k, idempotency_key: k });
+      const b1 = await post(b, 'batch_events', { batch: [item('i-1'), item('i-2')] });
+      t.equal(b1.status, 200, b1.text);
+      const b2 = await post(a, 'batch_events', { batch: [item('i-2'), item('i-3')] });
+      t.equal(b2.status, 200, b2.text);
+      t.same((b2.body as { batch: unknown[] }).batch.length, 2, 'one answer per item');
+      await settleBoth([a, b], [ca, cb], ch);
+      for (const c of [ca, cb]) {
+        t.equal(delivered(c, ch, 'once').length, 1, 'the event delivered once to each node\'s subscriber');
+        t.same(delivered(c, ch, 'item').map((f) => f.data), ['i-1', 'i-2', 'i-3'], 'batch items: each once');
+      }
+    });
+
+    await t.test('the same key on both nodes at once: delivered once', async (t) => {
+      const ch = `idem-race-${name}`;
+      await subscribe(ch);
+      for (let round = 0; round < 5; round++) {
+        const body = { name: 'race', channel: ch, data: String(round), idempotency_key: `race-${round}` };
+        const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => post(i % 2 === 0 ? a : b, 'events', body)));
+        for (const r of answers) {
+          if (r.status === 503) t.match(r.text, /still being answered: retry/, 'a racing duplicate: 503 retry');
+          else t.equal(r.status, 200, r.text);
+        }
+        t.ok(answers.some((r) => r.status === 200), 'one of them published');
+        // the 503s, retried, get the first answer
+        for (const r of answers.filter((x) => x.status === 503)) {
+          let again: Answer = r;
+          await eventually(async () => (again = await post(b, 'events', body)).status === 200, 15_000, 'the retry to be answered');
+          t.same(again.body, answers.find((x) => x.status === 200)!.body);
+        }
+      }
+      await settleBoth([a, b], [ca, cb], ch);
+      for (const c of [ca, cb]) t.same(delivered(c, ch, 'race').map((f) => f.data), ['0', '1', '2', '3', '4'], 'each key delivered once, in order');
+    });
+
+    await t.test('Redis down: 503 naming Redis, nothing delivered; retried once it is back: delivered once', async (t) => {
+      const ch = `idem-down-${name}`;
+      await subscribe(ch);
+      await backend.kill();
+      const body = { name: 'after-outage', channel: ch, data: 'x', idempotency_key: 'down-1' };
+      const refused = await post(a, 'events', body);
+      t.equal(refused.status, 503);
+      t.match(refused.body, { error: /^the idempotency window's Redis at .+ did not answer \(.+\): nothing was delivered, retry later$/ });
+      const batch = await post(b, 'batch_events', { batch: [{ ...body, idempotency_key: 'down-2' }] });
+      t.equal(batch.status, 503);
+      t.match(batch.body, { error: /idempotency window's Redis .* nothing was delivered/ });
+      await backend.resume();
+      // both nodes' adapters are back (markers cross them): a publish now reaches both subscribers
+      await settleAfterOutage([a, b], [ca, cb], ch);
+      // the client retries until it is answered (a node's window client may still reconnect: more 503s, none delivered)
+      let ok: Answer | null = null;
+      await eventually(async () => {
+        const r = await post(a, 'events', body);
+        if (r.status === 200) ok = r;
+        else t.equal(r.status, 503, `a retry before Redis is back: 503 (${r.text})`);
+        return ok !== null;
+      }, 30_000, 'a retry to be answered once Redis is back');
+      const other = await post(b, 'events', body);
+      t.equal(other.status, 200, other.text);
+      t.same(other.body, ok!.body, 'the other node answers the first answer');
+      await settleAfterOutage([a, b], [ca, cb], ch);
+      for (const c of [ca, cb]) t.equal(delivered(c, ch, 'after-outage').length, 1, 'delivered once');
+    });
+  });
+}
+
+t.test('redis hung: 503 within the command timeout, nothing delivered; the retry after: delivered once', async (t: Test) => {
+  const redis = await RedisServer.start();
+  t.teardown(() => redis.stop());
+  const a = await startNode(t, { adapter: { driver: 'redis' }, database: { redis: { host: '127.0.0.1', port: redis.port } } });
+  const c = a.track(await RawClient.connect(a.wsUrl()));
+  await c.subscribe('idem-hung');
+  redis.freeze();
+  const body = { name: 'hung', channel: 'idem-hung', data: 'x', idempotency_key: 'hung-1' };
+  const started = Date.now();
+  const r = await post(a, 'events', body);
+  t.equal(r.status, 503);
+  t.match(r.body, { error: /^the idempotency window's Redis at 127\.0\.0\.1:\d+ did not answer \(.+\): nothing was delivered, retry later$/i });
+  t.ok(Date.now() - started < 5000, `answered within 5 s (${Date.now() - started} ms): the command timeout, not a hang`);
+  redis.thaw();
+  let ok: Answer | null = null;
+  await eventually(async () => (ok = await post(a, 'events', body)).status === 200, 20_000, 'the retry to be answered');
+  t.equal((await post(a, 'events', body)).status, 200, 'a repeat: the first answer');
+  await settle(a, c, 'idem-hung', { timeoutMs: 10_000 });
+  t.equal(delivered(c, 'idem-hung', 'hung').length, 1, 'delivered once');
+  t.ok(ok);
+});
+
+t.test('nats: an idempotency_key is refused (the window cannot be cluster-wide)', async (t: Test) => {
+  const backend = await startBackend('nats');
+  t.teardown(() => backend.stop());
+  const a = await startNode(t, backend.config());
+  const c = a.track(await RawClient.connect(a.wsUrl()));
+  await c.subscribe('idem-nats');
+  const r = await post(a, 'events', { name: 'e', channel: 'idem-nats', data: 'x', idempotency_key: 'n-1' });
+  t.equal(r.status, 501);
+  t.match(r.body, { error: /^idempotency_key is not supported with adapter\.driver nats/ });
+  const rb = await post(a, 'batch_events', { batch: [{ name: 'e', channel: 'idem-nats', data: 'x' }, { name: 'e', channel: 'idem-nats', data: 'y', idempotency_key: 'n-2' }] });
+  t.equal(rb.status, 501);
+  t.equal((await post(a, 'events', { name: 'plain', channel: 'idem-nats', data: 'x' })).status, 200, 'without a key: published');
+  await settle(a, c, 'idem-nats');
+  t.same(c.frames.filter((f) => f.channel === 'idem-nats' && f.event !== 'pusher_internal:subscription_succeeded').map((f) => f.event), ['plain'], 'the refused ones delivered nothing');
+});
