@@ -10,11 +10,6 @@
 //    only (the fuzzers and the redis rate limiter, whose subject is the same on every shard
 //    but whose checks span shards).
 // A run list without the run a file wants (make test-1, make test-4) runs it in the first.
-// The files are printed longest first (tap starts them in that order, so the long ones do
-// not start last and leave one core idle at the end): the file times of the last run on this
-// machine (dist/test-durations.json, written by scripts/test-durations.mjs after each run),
-// else the committed ones (scripts/test-durations.json); a file in neither comes first.
-//
 //   node scripts/test-plan.mjs RUN COVERAGE "MODES" FILE...   prints the files of run RUN
 
 import { existsSync, readFileSync } from 'node:fs';
@@ -60,12 +55,7 @@ function wanted(file) {
   return null;
 }
 
-const known = ['dist/test-durations.json', 'scripts/test-durations.json'].find((f) => existsSync(f));
-const durations = known ? JSON.parse(readFileSync(known, 'utf8'))[run] ?? {} : {};
-const seconds = (f) => durations[path.relative('dist/test', f).replace(/\.js$/, '')] ?? Infinity;
-
-const chosen = files.filter((f) => {
+for (const f of files) {
   const w = wanted(f);
-  return w === null || w === run || (!modes.includes(w) && run === modes[0]);
-});
-for (const f of chosen.sort((a, b) => seconds(b) - seconds(a) || a.localeCompare(b))) console.log(f);
+  if (w === null || w === run || (!modes.includes(w) && run === modes[0])) console.log(f);
+}

@@ -1,3 +1,4 @@
+// test-modes: once (frames are signed and checked in the primary thread, the cluster transport's)
 // adapter.cluster_secret, through real redis-server and nats-server: two nodes with the
 // same secret exchange events and presence; frames published straight on the backend
 // under the cluster prefix (an attacker who can reach it: ioredis PUBLISH, a NATS client)
@@ -6,7 +7,7 @@
 // with the cluster's secret IS delivered (so the dropped ones were well-formed: only the
 // signature kept them out) and serves as the positive marker, coming after them down the
 // same connection. A node with another secret, and one with none, exchange nothing with
-// the pair. Runs with RINGCAST_TEST_WORKERS=1 and =4 (the transport lives in the primary).
+// the pair. Any shard count (RINGCAST_TEST_WORKERS; the transport lives in the primary).
 
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { Redis } from 'ioredis';

@@ -1,3 +1,4 @@
+// test-modes: once (the console's login and its throttle run in the primary thread: the shard count does not change them)
 // Console login (console/auth.ts, console/throttle.ts): the console token is the login; an
 // app secret only with console.allow_app_secret; every refusal names what was wrong; an
 // address that fails console.login_max_failures logins in console.login_window is refused

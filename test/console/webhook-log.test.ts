@@ -1,3 +1,4 @@
+// test-modes: once (webhook delivery and the console both run in the primary thread)
 // Webhook deliveries in the console's live log (console/server.ts ← webhooks/deliver.ts's
 // observer): each attempt's outcome (delivered, retry, failed) with the events' names and
 // the endpoint (no credentials or query), for the app watched.

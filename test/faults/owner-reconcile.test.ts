@@ -1,3 +1,4 @@
+// test-modes: once (its servers have at least 2 shards, owners and subscribers apart: max(2, workers))
 // The periodic owner reconciliation (channels/reconcile.ts) repairs what notices lost in a
 // full ring left wrong, within one bus.owner_reconcile_interval_ms. Faults injected with
 // the test hook RINGCAST_TEST_HOOKS=1 (RunningServer.testPauseBus: a shard stops reading

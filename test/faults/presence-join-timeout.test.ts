@@ -1,3 +1,4 @@
+// test-modes: once (its servers have at least 2 shards, the owner apart from the subscriber: max(2, workers))
 // A presence join the subscribing shard gave up on (the owner shard did not answer within
 // the bus request timeout, 5 s) but that the owner applied later is undone, keyed by
 // socket: the subscribing shard sends a leave for that socket after the join on the same

@@ -1,3 +1,4 @@
+// test-modes: once (its servers have at least 2 shards, the stalled one and another: max(2, workers))
 // All or nothing with every stage of the publish pipeline (channels/publisher.ts): a
 // publish or batch answered 503 has reached nobody, also not through the stages that write
 // elsewhere than the shards:

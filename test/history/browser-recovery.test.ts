@@ -1,3 +1,4 @@
+// test-modes: once (the browser side of recovery; the server side runs with 4 shards in client-recovery, rewind-storm and redis)
 // client/recovery.js (withRecovery) in headless Chromium, loaded as the browser loads it
 // (an ES module import of the client's files), on pusher-js 8's browser build and on
 // Laravel Echo 2 (its IIFE build, broadcaster pusher, `withRecovery(echo.connector.pusher)`).
@@ -6,7 +7,7 @@
 // are published on each of 3 history channels; once let back in, pusher-js reconnects by
 // itself and each channel ends with every message once, in order, then a live one. With a
 // history of 3 the resume fails (too_old): onFailed and the channel event both say so.
-// Workers 1 and 4 (RINGCAST_TEST_WORKERS).
+// Any shard count (RINGCAST_TEST_WORKERS).
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
