@@ -36,9 +36,9 @@ lint: build
 	$(NODE) scripts/check-boundaries.mjs
 	$(NODE) scripts/check-options.mjs
 
-# Lint and import boundaries, then the suite with one shard (with coverage and a floor of
-# 95 % of the lines of src/) and with four (cross-shard paths); scripts/test-plan.mjs says
-# which files run in which.
+# Lint, import boundaries and option effects, the suite with one shard (with coverage and a
+# floor of 95 % of the lines of src/) and with four (cross-shard paths), all from one pool
+# of processes (scripts/run-suite.mjs); scripts/test-plan.mjs says which files run in which.
 test: build deps
 	./scripts/test.sh
 

@@ -4,8 +4,9 @@
 //
 //   full message    {"event":E,"channel":C,"data":…,"__delta_seq":N[,"__conflation_key":V]}
 //                   → becomes the base of stream (C, E, V): the text without the `__` fields
+//                   (a history channel's, to a subscription with positions: `,"__serial":S` after them)
 //   pusher:delta    {"event":"pusher:delta","channel":C,"data":{event,delta,seq,base_index,
-//                   algorithm?,conflation_key?}} → base_index must be the stream's base;
+//                   algorithm?,conflation_key?,serial?}} → base_index must be the stream's base;
 //                   the delta (base64) applied to the base gives the new envelope byte for
 //                   byte; it becomes the new base
 //   delta_cache_sync  {"conflation_key":K,"states":{V:[{content,seq}…]}}: bases at once
@@ -130,7 +131,8 @@ export class DeltaDecoder {
     }
     streams.set(key, { seq: d.seq, bytes });
     this.stats.deltas++;
-    return { type: 'event', channel, event: parsed.event, data: parsed.data, envelope, userId: parsed.user_id };
+    // serial: a history channel's, for a subscription with positions (PROTOCOL.md)
+    return { type: 'event', channel, event: parsed.event, data: parsed.data, envelope, userId: parsed.user_id, serial: d.serial };
   }
 
   cacheSync(msg) {

@@ -37,6 +37,22 @@ export async function withDeltaCompression(pusher, opts = {}) {
   const decoder = await createDeltaDecoder(opts);
   const enable = opts.enable !== false;
   let transport = null;
+  /** The transport the opt-in was sent on: once per connection, before its first subscribe. */
+  let enabledOn = null;
+  const send = pusher.send_event;
+  const optIn = () => {
+    const t = pusher.connection?.connection?.transport ?? null;
+    if (!enable || t === null || t === enabledOn) return;
+    enabledOn = t;
+    send.call(pusher, 'pusher:enable_delta_compression', {});
+  };
+  // pusher-js subscribes on connect before a 'connected' listener of ours runs: the opt-in
+  // goes first, so every subscription is resolved with it (history channels take deltas
+  // from their subscribe only: docs/history.md, "With delta compression")
+  pusher.send_event = function (event, data, channel) {
+    if (event === 'pusher:subscribe') optIn();
+    return send.call(pusher, event, data, channel);
+  };
   const onRaw = (messageEvent) => {
     const text = typeof messageEvent?.data === 'string' ? messageEvent.data : null;
     if (text === null) return;
@@ -59,7 +75,7 @@ export async function withDeltaCompression(pusher, opts = {}) {
     // every connection starts without bases
     decoder.bases.clear();
     t.bind('message', onRaw);
-    if (enable) pusher.send_event('pusher:enable_delta_compression', {});
+    optIn();
   };
   pusher.connection.bind('connected', attach);
   if (pusher.connection.state === 'connected') attach();
@@ -70,6 +86,7 @@ export async function withDeltaCompression(pusher, opts = {}) {
       pusher.connection.unbind('connected', attach);
       transport?.unbind('message', onRaw);
       transport = null;
+      pusher.send_event = send;
     },
   };
 }

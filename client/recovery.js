@@ -18,7 +18,8 @@
 // swallows pusher_internal:recovery, so the raw frames are read from its transport
 // connection (pusher.connection.connection.transport, pusher-js 8), after pusher-js has
 // handled them. Works beside client/filter.js (another send_event wrapper) and
-// client/delta.js (another transport listener).
+// client/delta.js (another transport listener and send_event wrapper): on a history channel
+// with delta compression the position also moves with each pusher:delta (`serial` in its data).
 
 const installed = new WeakMap();
 
@@ -53,8 +54,11 @@ export function withRecovery(pusher, opts = {}) {
     if (f.event === 'pusher_internal:recovery') {
       const d = typeof f.data === 'string' ? JSON.parse(f.data) : f.data;
       const asked = positions.get(f.channel);
-      // serial − missed: the replay that follows moves it on message by message
-      positions.set(f.channel, { epoch: d.epoch, serial: d.serial - (d.missed || 0) });
+      // the replay that follows moves it on message by message: before it, the position is
+      // the one asked (a tag-filtered subscription's replay holds the matching messages
+      // only, so serial − missed is not it), or serial − missed for a rewind
+      const resumed = d.recovered && asked && asked.epoch === d.epoch;
+      positions.set(f.channel, { epoch: d.epoch, serial: resumed ? asked.serial : d.serial - (d.missed || 0) });
       if (!d.recovered && d.reason) {
         if (d.reason !== 'epoch_changed' && !(asked && asked.epoch)) return; // nothing was asked
         opts.onFailed?.(f.channel, d);
@@ -62,9 +66,18 @@ export function withRecovery(pusher, opts = {}) {
       }
       return;
     }
-    if (typeof f.__serial === 'number') {
+    // a message frame: `__serial`; a pusher:delta (client/delta.js decodes it): `serial` in its data
+    let serial = f.__serial;
+    if (serial === undefined && typeof f.event === 'string' && f.event.endsWith(':delta')) {
+      const d = typeof f.data === 'string' ? JSON.parse(f.data) : f.data;
+      serial = d?.serial;
+    }
+    // serials may jump: a tag-filtered subscription gets the channel's serials of the
+    // messages that pass its filter only, so a jump is never taken for a loss (the server
+    // reports a loss itself: pusher_internal:recovery with recovered false)
+    if (typeof serial === 'number') {
       const p = positions.get(f.channel);
-      if (p) p.serial = f.__serial;
+      if (p && serial > p.serial) p.serial = serial;
     }
   }
 
@@ -72,7 +85,7 @@ export function withRecovery(pusher, opts = {}) {
   const onRaw = (messageEvent) => {
     const text = typeof messageEvent?.data === 'string' ? messageEvent.data : null;
     // cheap test first: most frames of other channels carry neither
-    if (text === null || (!text.includes('"__serial":') && !text.includes('pusher_internal:recovery'))) return;
+    if (text === null || (!text.includes('serial":') && !text.includes('pusher_internal:recovery'))) return;
     try {
       onFrame(JSON.parse(text));
     } catch {

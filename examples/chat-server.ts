@@ -1,20 +1,26 @@
 // Browser chat: one command serves a chat page (examples/chat/index.html) and the backend
 // it needs, next to a running ringcast.
 //
-//   terminal 1:  make run                               (ringcast on :6001 with config.yaml)
-//   terminal 2:  node dist/examples/chat-server.js      (after `make build`)
-//   browser:     http://localhost:8080/  (open it in two tabs, pick two names)
+//   terminal 1:  make build && node bin/ringcast.js start --config examples/chat/config.yaml
+//                (ringcast on :6001: history of chat-log, hooks answered by this backend;
+//                `make run` works too, without history and hooks)
+//   terminal 2:  node dist/examples/chat-server.js
+//   browser:     http://localhost:8080/  (open it in two tabs, pick two names; "Mallory" is refused)
 //
 // What it serves:
-//   GET  /               the page: pusher-js joins presence-chat, shows the member list,
-//                        sends a typing indicator as a client event (client-typing) and
-//                        posts messages to /messages
+//   GET  /               the page: pusher-js joins presence-chat (member list, a typing
+//                        indicator as a client event, client-typing), reads chat-log (the
+//                        last messages on joining: rewind; the ones missed while offline:
+//                        withRecovery) and posts messages to /messages
 //   GET  /pusher.min.js  pusher-js's browser build, from node_modules
-//   GET  /config.json    where the page finds ringcast (key, host, port)
+//   GET  /client/recovery.js  ringcast's recovery plug-in (client/), an ES module
+//   GET  /config.json    where the page finds ringcast (key, host, port, channels)
 //   POST /pusher/auth    signs private- and presence- subscriptions with the app secret
 //                        (the `pusher` SDK's authorizeChannel)
-//   POST /messages       {"name","text"}: published to presence-chat as `message` with the
+//   POST /messages       {"name","text"}: published to chat-log as `message` with the
 //                        `pusher` SDK (a backend publishing through the HTTP API)
+//   POST /ringcast-hooks ringcast's backend hooks (examples/hooks-backend.ts): refuses
+//                        blocked names in presence-chat, stars bad words out of messages
 //
 // A demo, not an identity system: the page says who it is (its name and a random id) and
 // the auth endpoint believes it. A real backend signs only for the user its session
@@ -22,16 +28,20 @@
 //
 // Options: --port 8080 --ringcast-host 127.0.0.1 --ringcast-port 6001 --public-host
 // (the host name the browser uses for ringcast; default: the host the page was loaded
-// from). The app credentials are config.yaml's (app-id / app-key / app-secret), or
+// from) --public-port (default: --ringcast-port). The app credentials are config.yaml's (app-id / app-key / app-secret), or
 // --app-id / --key / --secret.
 
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import Pusher from 'pusher';
-import { arg } from './cli';
+import { arg, listen } from './cli';
+import { HOOKS_PATH, answerHookCall } from './hooks-backend';
 
+/** Who is here and who is typing. */
 export const CHANNEL = 'presence-chat';
+/** The messages: a history channel in examples/chat/config.yaml (public: the page reads it unsigned). */
+export const LOG_CHANNEL = 'chat-log';
 export const MAX_NAME = 40;
 export const MAX_TEXT = 1000;
 const MAX_BODY = 16 * 1024;
@@ -44,6 +54,8 @@ export interface ChatServerOptions {
   ringcastPort: number;
   /** Host the browser connects to; default: the host the page was loaded from. */
   publicHost?: string;
+  /** Port the browser connects to; default: ringcastPort. */
+  publicPort?: number;
   appId?: string;
   key?: string;
   secret?: string;
@@ -56,6 +68,7 @@ export interface ChatServer {
 
 const PAGE_DIR = path.resolve(__dirname, '../../examples/chat');
 const PUSHER_JS = path.resolve(__dirname, '../../node_modules/pusher-js/dist/web/pusher.min.js');
+const RECOVERY_JS = path.resolve(__dirname, '../../client/recovery.js');
 
 class BadRequest extends Error {
   constructor(readonly status: number, message: string) {
@@ -103,10 +116,12 @@ export async function startChatServer(opts: ChatServerOptions): Promise<ChatServ
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(fs.readFileSync(path.join(PAGE_DIR, 'index.html')));
     } else if (route === 'GET /pusher.min.js') {
       res.writeHead(200, { 'content-type': 'text/javascript' }).end(fs.readFileSync(PUSHER_JS));
+    } else if (route === 'GET /client/recovery.js') {
+      res.writeHead(200, { 'content-type': 'text/javascript' }).end(fs.readFileSync(RECOVERY_JS));
     } else if (route === 'GET /config.json') {
       const host = opts.publicHost ?? (req.headers.host ?? 'localhost').replace(/:\d+$/, '');
       res.writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ key: app.key, wsHost: host, wsPort: opts.ringcastPort, channel: CHANNEL }));
+        .end(JSON.stringify({ key: app.key, wsHost: host, wsPort: opts.publicPort ?? opts.ringcastPort, channel: CHANNEL, log: LOG_CHANNEL }));
     } else if (route === 'POST /pusher/auth') {
       const form = new URLSearchParams(await readBody(req));
       const socketId = field(form, 'socket_id', 64);
@@ -128,13 +143,16 @@ export async function startChatServer(opts: ChatServerOptions): Promise<ChatServ
       const form = new URLSearchParams();
       for (const k of ['name', 'text']) if (typeof b[k] === 'string') form.set(k, b[k]);
       const message = { name: field(form, 'name', MAX_NAME), text: field(form, 'text', MAX_TEXT), at: Date.now() };
-      await sdk.trigger(CHANNEL, 'message', message).catch((e: { status?: number; body?: string; error?: Error }) => {
+      await sdk.trigger(LOG_CHANNEL, 'message', message).catch((e: { status?: number; body?: string; error?: Error }) => {
         // The SDK's RequestError: ringcast's answer, or why there was none.
         throw new BadRequest(502, e.status
           ? `ringcast answered ${e.status}: ${e.body ?? ''}`
           : `cannot reach ringcast at ${opts.ringcastHost}:${opts.ringcastPort} (${e.error?.message ?? 'no answer'})`);
       });
       res.writeHead(204).end();
+    } else if (route === `POST ${HOOKS_PATH}`) {
+      const [status, answer] = answerHookCall(sdk, req.headers, await readBody(req));
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
     } else {
       throw new BadRequest(404, `no route ${route}`);
     }
@@ -147,17 +165,7 @@ export async function startChatServer(opts: ChatServerOptions): Promise<ChatServ
       if (!res.headersSent) res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ error }));
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, () => resolve());
-  });
-  return {
-    port: (server.address() as { port: number }).port,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
-  };
+  return listen(server, opts.port);
 }
 
 if (require.main === module) {
@@ -167,6 +175,7 @@ if (require.main === module) {
     ringcastHost: arg('ringcast-host') ?? '127.0.0.1',
     ringcastPort: Number(arg('ringcast-port') ?? '6001'),
     publicHost: arg('public-host'),
+    publicPort: arg('public-port') === undefined ? undefined : Number(arg('public-port')),
     appId: arg('app-id'),
     key: arg('key'),
     secret: arg('secret'),

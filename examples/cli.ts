@@ -1,4 +1,6 @@
-// What the examples' command lines share.
+// What the examples share: their command lines, and how their HTTP servers start and stop.
+
+import type http from 'node:http';
 
 /** The value after `--name` on the command line, if any. */
 export function arg(name: string): string | undefined {
@@ -18,4 +20,19 @@ export function runAgainstRingcast(name: string, run: (opts: { host: string; por
       process.exit(1);
     },
   );
+}
+
+/** Starts `server` on `port` (0: any free port); resolves with the port and a close that ends open connections too. */
+export async function listen(server: http.Server, port: number, host?: string): Promise<{ port: number; close(): Promise<void> }> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return {
+    port: (server.address() as { port: number }).port,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
 }

@@ -1,30 +1,29 @@
-#!/usr/bin/env node
-// Which compiled test files (dist/test/**/*.test.js) scripts/test.sh runs in which suite
-// run (RINGCAST_TEST_WORKERS = 1, 4, …). A file runs in every run, unless
+// Which compiled test files (dist/test/**/*.test.js) `make test` runs with which shard
+// count (RINGCAST_TEST_WORKERS = 1, 4, …), and which of them it runs once per backend.
+// A file runs with every shard count, unless
 //  - it never reaches test/helpers/server (the one reader of RINGCAST_TEST_WORKERS),
 //    following its relative requires: unit tests of pure modules, config, lint, and tests
 //    that start `bin/ringcast` with their own config; or its header says
 //    `// test-modes: once (why)`: it starts its servers with fixed shard counts (the
-//    cluster suites, the 4-shard fault tests). It runs in one run: the coverage run;
-//  - its header says `// test-modes: workers N (why)`: it runs in the run with N shards
-//    only (the fuzzers and the redis rate limiter, whose subject is the same on every shard
-//    but whose checks span shards).
-// A run list without the run a file wants (make test-1, make test-4) runs it in the first.
+//    cluster suites, the 4-shard fault tests). It runs once: with the coverage shard count;
+//  - its header says `// test-modes: workers N (why)`: it runs with N shards only (the
+//    fuzzers and the redis rate limiter, whose subject is the same on every shard but whose
+//    checks span shards).
+// A mode list without the count a file wants (make test-1, make test-4) runs it in the first.
+// A file headed `// test-split: LOGIC_BACKENDS (why)` (or `BACKENDS`) has every test inside
+// a loop over that list of test/adapter/backends.ts: it runs as one process per backend
+// (RINGCAST_TEST_BACKENDS=name), so its backends go at once.
 //   node scripts/test-plan.mjs RUN COVERAGE "MODES" FILE...   prints the files of run RUN
 
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 
 const ONCE = /^\/\/ test-modes: once\b/m;
 const ONLY = /^\/\/ test-modes: workers (\d+)\b/m;
-const SERVER = path.resolve('dist/test/helpers/server.js');
-
-const [run, coverage, modesArg, ...files] = process.argv.slice(2);
-const modes = (modesArg ?? '').split(/\s+/).filter(Boolean);
-if (!run || !coverage || !modes.includes(run)) {
-  console.error('usage: test-plan.mjs RUN COVERAGE "MODES" FILE...  (RUN one of MODES)');
-  process.exit(2);
-}
+const SPLIT = /^\/\/ test-split: (LOGIC_BACKENDS|BACKENDS)\b/m;
+const ROOT = path.resolve(import.meta.dirname, '..');
+const SERVER = path.join(ROOT, 'dist/test/helpers/server.js');
 
 const reach = new Map(); // resolved file → reaches helpers/server
 function reachesServer(file, seen = new Set()) {
@@ -46,16 +45,45 @@ function reachesServer(file, seen = new Set()) {
   return hit;
 }
 
-/** The run a file belongs to, or null for every run. */
-function wanted(file) {
-  const head = readFileSync(file, 'utf8').slice(0, 4000);
-  const only = ONLY.exec(head);
+const head = (file) => readFileSync(file, 'utf8').slice(0, 4000);
+
+/** The shard count a file wants, or null for every one. */
+function wanted(file, coverage) {
+  const h = head(file);
+  const only = ONLY.exec(h);
   if (only) return only[1];
-  if (ONCE.test(head) || !reachesServer(path.resolve(file))) return coverage;
+  if (ONCE.test(h) || !reachesServer(path.resolve(file))) return coverage;
   return null;
 }
 
-for (const f of files) {
-  const w = wanted(f);
-  if (w === null || w === run || (!modes.includes(w) && run === modes[0])) console.log(f);
+/** The files of the run with `run` shards. */
+export function filesOf(run, coverage, modes, files) {
+  return files.filter((f) => {
+    const w = wanted(f, coverage);
+    return w === null || w === run || (!modes.includes(w) && run === modes[0]);
+  });
+}
+
+/**
+ * The backends a file runs as one process each (RINGCAST_TEST_BACKENDS), or [] for one
+ * process. The lists are test/adapter/backends.ts's (which honour RINGCAST_TEST_BACKENDS).
+ */
+export function backendsOf(file) {
+  const m = SPLIT.exec(head(file));
+  if (!m) return [];
+  const lists = createRequire(import.meta.url)(path.join(ROOT, 'dist/test/adapter/backends.js'));
+  return lists[m[1]];
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const [run, coverage, modesArg, ...files] = process.argv.slice(2);
+  const modes = (modesArg ?? '').split(/\s+/).filter(Boolean);
+  if (!run || !coverage || !modes.includes(run)) {
+    console.error('usage: test-plan.mjs RUN COVERAGE "MODES" FILE...  (RUN one of MODES)');
+    process.exit(2);
+  }
+  for (const f of filesOf(run, coverage, modes, files)) {
+    const b = backendsOf(f);
+    console.log(b.length ? `${f}  (one process per backend: ${b.join(', ')})` : f);
+  }
 }

@@ -65,6 +65,8 @@ export interface RunningServer {
    * Tests only (RINGCAST_TEST_HOOKS=1 when start() ran, else it rejects): shard `shard`
    * stops reading its rings for `ms` (Bus.pauseDraining). Resolves once the pause is in
    * force, with the socket_id prefix of that shard (to tell which clients it holds).
+   * `shard` = the number of shards is the primary (its bus end; prefix ''), the number of
+   * shards + 1 the delta sequencer (delta_compression.enabled; prefix '').
    */
   testPauseBus(shard: number, ms: number): Promise<{ socketIdPrefix: string }>;
   /**
@@ -110,7 +112,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const delta: DeltaShardInit | null = deltaOn
     ? { sequencer: shards + 1, interest: { fossil: allocateInterest(shards), xdelta3: allocateInterest(shards) } } : null;
   const sequencer = delta
-    ? await spawnSequencer({ config, shards, index: delta.sequencer, topology, interest: delta.interest }, log) : null;
+    ? await spawnSequencer({ config, shards, index: delta.sequencer, topology, interest: delta.interest, testHooks }, log) : null;
   const counters = ConnectionCounters.allocate(slotCapacity(config.apps.length));
   const ratelimit = allocateRateLimiterMemory(config);
   const interest = allocateInterest(shards);
@@ -262,9 +264,20 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       bridge: opts.bridge ? started.endpoint : null,
       cluster,
       testPauseBus(shard: number, ms: number) {
+        if (testHooks && shard === started.handles.length) {
+          started.bus.pauseDraining(ms);
+          return Promise.resolve({ socketIdPrefix: '' });
+        }
+        const seq = started.sequencer;
+        if (testHooks && seq && shard === seq.index) {
+          return seq.testPauseBus(ms, 10_000).then((ok) => {
+            if (!ok) throw new Error('the delta sequencer did not pause its bus');
+            return { socketIdPrefix: '' };
+          });
+        }
         const h = started.handles[shard];
         if (!testHooks || !h) {
-          return Promise.reject(new Error(h ? 'test hooks are off: set RINGCAST_TEST_HOOKS=1 before start()' : `no shard ${shard}`));
+          return Promise.reject(new Error(!testHooks ? 'test hooks are off: set RINGCAST_TEST_HOOKS=1 before start()' : `no shard ${shard}`));
         }
         return new Promise<{ socketIdPrefix: string }>((resolve) => {
           const onMessage = (e: ShardEvent) => {

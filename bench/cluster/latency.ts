@@ -165,7 +165,7 @@ async function backendEnv(setup: Setup): Promise<Record<string, string>> {
     return { ADAPTER_DRIVER: 'redis', DATABASE_REDIS_HOST: '127.0.0.1', DATABASE_REDIS_PORT: String(r.port) };
   }
   if (setup === 'nats') {
-    const n = await NatsServer.start();
+    const n = await NatsServer.start(undefined, { jetstream: false });
     backends.push(n);
     return { ADAPTER_DRIVER: 'nats', NATS_SERVERS: n.url };
   }

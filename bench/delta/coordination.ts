@@ -98,7 +98,7 @@ async function oneRun(backend: Backend, coordination: boolean, run: number, tmpD
       stops.push(r);
       env = { ADAPTER_DRIVER: 'redis', DATABASE_REDIS_HOST: '127.0.0.1', DATABASE_REDIS_PORT: String(r.port) };
     } else {
-      const n = await NatsServer.start();
+      const n = await NatsServer.start(undefined, { jetstream: false });
       stops.push(n);
       env = { ADAPTER_DRIVER: 'nats', NATS_SERVERS: n.url };
     }

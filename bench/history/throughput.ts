@@ -4,11 +4,12 @@
 // positions (`recover`: frames with __serial on the serial topic). Same server, same
 // clients, same publishes (HTTP keep-alive, `--conc` in flight), interleaved rounds.
 //
-//   node dist/bench/history/throughput.js [--workers 4] [--subs 50] [--messages 4000] [--rounds 3] [--conc 16] [--redis PORT]
+//   node dist/bench/history/throughput.js [--workers 4] [--subs 50] [--messages 4000] [--rounds 3] [--conc 16] [--redis PORT | --redis-cluster]
 //
 // --redis PORT: history.driver redis on the redis-server at 127.0.0.1:PORT (history/redis.ts:
 // each history publish is one script in Redis and its answer waits for it; Redis's own CPU
-// is not in the figures).
+// is not in the figures). --redis-cluster: history.driver redis-cluster on a 3-master Redis
+// Cluster this bench starts (redis-server on ephemeral ports, stopped at the end).
 //
 // CPU: process.cpuUsage() of this process (server threads and the clients, which are the
 // same in every mode), per delivered message.
@@ -18,6 +19,7 @@ import WebSocket from 'ws';
 import { loadConfig } from '../../src/config';
 import { start } from '../../src/main';
 import { signApiQuery } from '../../src/protocol/api-auth';
+import { RedisCluster } from '../../test/helpers/redis';
 
 const arg = (name: string, d: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -29,14 +31,17 @@ const MESSAGES = arg('messages', 4000);
 const ROUNDS = arg('rounds', 3);
 const CONC = arg('conc', 16);
 const REDIS = arg('redis', 0);
+const CLUSTER = process.argv.includes('--redis-cluster');
 const APP = { id: 'bench', key: 'bench-key', secret: 'bench-secret' };
 
 type Mode = 'plain' | 'history' | 'recover';
 
 async function main(): Promise<void> {
+  const cluster = CLUSTER ? await RedisCluster.start() : null;
   const config = loadConfig({ env: {}, overrides: {
     host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' },
     ...(REDIS > 0 ? { history: { driver: 'redis' }, database: { redis: { host: '127.0.0.1', port: REDIS } } } : {}),
+    ...(cluster ? { history: { driver: 'redis-cluster' }, database: { redis_cluster: { nodes: cluster.ports.map((port) => ({ host: '127.0.0.1', port })) } } } : {}),
     apps: [{ ...APP, max_backend_events_per_second: null, max_client_events_per_second: 1_000_000, channel_history: { 'h-*': { size: 1000, ttl: 60 } } } as never],
   } });
   const server = await start(config);
@@ -97,7 +102,7 @@ async function main(): Promise<void> {
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const base = median(results.plain.map((x) => x.rate));
-  console.log(`workers ${WORKERS}, ${SUBS} subscribers, ${MESSAGES} publishes (${CONC} in flight), ${ROUNDS} rounds, medians:`);
+  console.log(`${cluster ? 'history.driver redis-cluster (3 masters), ' : REDIS > 0 ? 'history.driver redis, ' : ''}workers ${WORKERS}, ${SUBS} subscribers, ${MESSAGES} publishes (${CONC} in flight), ${ROUNDS} rounds, medians:`);
   for (const mode of ['plain', 'history', 'recover'] as const) {
     const rate = median(results[mode].map((x) => x.rate));
     const cpu = median(results[mode].map((x) => x.cpuUs));
@@ -105,6 +110,7 @@ async function main(): Promise<void> {
   }
   agent.destroy();
   await server.stop();
+  await cluster?.stop();
 }
 
 main().catch((err: unknown) => {

@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { signApiQuery } from '../../src/protocol/api-auth';
-import { APP, baseEnv, freePort, launchServer, processCpuUs, type RunningTarget } from '../harness/target';
+import { APP, baseEnv, freePort, launchServer, processCpuUs, threadCpuUs, type RunningTarget } from '../harness/target';
 
 const run = promisify(execFile);
 
@@ -104,15 +104,34 @@ async function wrk(o: Options, port: number, seconds: number, requests: string):
   return { requests: Number(total[1]), perS: Number(perS[1]) };
 }
 
-interface Sample { perS: number; cpuUs: number }
+interface Sample { perS: number; cpuUs: number; threads?: Record<string, number> }
 
-/** One window of wrk against a running server: req/s and the server's CPU per request. */
+/** CPU µs of each thread of a process, summed by thread name (/proc/PID/task/TID/comm). */
+function threadsCpu(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    let name: string;
+    try { name = fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(); } catch { continue; }
+    const us = threadCpuUs(pid, Number(tid));
+    if (Number.isFinite(us)) out.set(name, (out.get(name) ?? 0) + us);
+  }
+  return out;
+}
+
+/** One window of wrk against a running server: req/s, the server's CPU per request, and per thread (by name). */
 async function wrkWindow(o: Options, server: RunningTarget, requests: string): Promise<Sample> {
   const c0 = processCpuUs(server.pid);
+  const t0 = threadsCpu(server.pid);
   const r = await wrk(o, server.port, o.duration, requests);
   const cpu = processCpuUs(server.pid) - c0;
+  const t1 = threadsCpu(server.pid);
   if (!server.alive()) throw new Error(server.exitReport() ?? 'server gone');
-  return { perS: r.perS, cpuUs: cpu / r.requests };
+  const threads: Record<string, number> = {};
+  for (const [name, us] of t1) {
+    const per = (us - (t0.get(name) ?? 0)) / r.requests;
+    if (per >= 0.05) threads[name] = Number(per.toFixed(2));
+  }
+  return { perS: r.perS, cpuUs: cpu / r.requests, threads };
 }
 
 /**
@@ -154,7 +173,7 @@ async function main(): Promise<void> {
     const samples = new Map<string, Sample[]>(o.builds.map((b) => [b.name, []]));
     const record = (name: string, s: Sample): void => {
       samples.get(name)!.push(s);
-      console.error(`${mode} sample ${samples.get(name)!.length} ${name}: ${s.perS.toFixed(0)} req/s, ${s.cpuUs.toFixed(2)} µs CPU per request`);
+      console.error(`${mode} sample ${samples.get(name)!.length} ${name}: ${s.perS.toFixed(0)} req/s, ${s.cpuUs.toFixed(2)} µs CPU per request${s.threads ? ` (by thread: ${JSON.stringify(s.threads)})` : ''}`);
     };
     for (let round = 0; round < o.rounds; round++) {
       if (mode === 'wrk') {

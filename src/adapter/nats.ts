@@ -3,11 +3,33 @@
 // reconnects by itself forever and re-creates the subscriptions; while it is disconnected
 // a publish is refused at once (the client would otherwise buffer without a bound).
 
-import { connect, Events, type NatsConnection } from 'nats';
+import type { ConnectionOptions, NatsConnection } from 'nats';
 import type { Config } from '../config/types';
 import { AdapterUnavailable, StateCell, withTimeout, type Transport } from './transport';
 
 type NatsConfig = Config['adapter']['nats'];
+
+/**
+ * The options of every NATS connection of ringcast (the transport here, the idempotency
+ * window's in history/idempotency-nats.ts): adapter.nats's servers and credentials, a
+ * reconnect that never gives up, and a dead server noticed within two 2 s pings.
+ */
+export function natsConnectOptions(cfg: NatsConfig, name: string, timeoutMs: number): ConnectionOptions {
+  return {
+    servers: cfg.servers,
+    user: cfg.user ?? undefined,
+    pass: cfg.password ?? undefined,
+    token: cfg.token ?? undefined,
+    name,
+    timeout: timeoutMs,
+    reconnect: true,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    reconnectJitter: 100,
+    pingInterval: 2000,
+    maxPingOut: 2,
+  };
+}
 
 class NatsTransport implements Transport {
   readonly name = 'nats' as const;
@@ -23,20 +45,9 @@ class NatsTransport implements Transport {
   }
 
   async connect(timeoutMs: number): Promise<void> {
-    const nc = await withTimeout(connect({
-      servers: this.cfg.servers,
-      user: this.cfg.user ?? undefined,
-      pass: this.cfg.password ?? undefined,
-      token: this.cfg.token ?? undefined,
-      name: 'ringcast',
-      timeout: timeoutMs,
-      reconnect: true,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-      reconnectJitter: 100,
-      pingInterval: 2000,
-      maxPingOut: 2,
-    }), timeoutMs, this).catch((err: Error) => {
+    // loaded here, not at start: a process without a NATS adapter never loads the client
+    const { connect, Events } = await import('nats');
+    const nc = await withTimeout(connect(natsConnectOptions(this.cfg, 'ringcast', timeoutMs)), timeoutMs, this).catch((err: Error) => {
       throw err instanceof AdapterUnavailable ? err : new AdapterUnavailable('nats', this.where, err.message);
     });
     this.nc = nc;

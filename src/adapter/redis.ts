@@ -18,9 +18,9 @@
 // every publish of the outage. When Redis answers again, the queue drains and publishes
 // go out again.
 
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { RedisConfig } from '../config/types';
-import { redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere, type RedisClusterConfig } from '../redis/client';
+import { isCluster, redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere, type RedisClusterConfig } from '../redis/client';
 import { AdapterUnavailable, StateCell, withTimeout, type Transport, type TransportName } from './transport';
 
 type Client = Redis | Cluster;
@@ -32,7 +32,7 @@ export const MAX_PUBLISH_BUFFER_BYTES = 8 * 1024 * 1024;
 
 /** The connections of a client: itself, or a Cluster's node clients. */
 function connections(c: Client): Redis[] {
-  return c instanceof Cluster ? c.nodes('all') : [c];
+  return isCluster(c) ? c.nodes('all') : [c];
 }
 
 class RedisTransport implements Transport {

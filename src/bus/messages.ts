@@ -8,11 +8,12 @@ export const FrameType = {
   Control: 2,
 } as const;
 
-/** The owner's answer to hist_sub: S = `serial`, then `items` ([serial, frame]) oldest first. */
+/** The owner's answer to hist_sub: S = `serial`, then `items` ([serial, frame, tags?]) oldest first. */
 export interface HistSubReply {
   epoch: string;
   serial: number;
-  items: [number, string][];
+  /** tags: the event's (memory driver), for a tag-filtered subscription (history/shard.ts). */
+  items: [serial: number, message: string, tags?: string][];
   /** With a resume position: whether N+1 … S follow; null without one. */
   recovered: boolean | null;
   reason?: 'no_history' | 'epoch_changed' | 'too_old' | 'too_many' | 'invalid';
@@ -74,7 +75,7 @@ export type ControlMsg =
    * the owner since the pair's rings were made (the owner compares `shadow`s only when it
    * has sent no more than that, i.e. none is on its way).
    */
-  | { type: 'reconcile'; channels: ReconcileChannel[]; members: number }
+  | { type: 'reconcile'; channels: ReconcileChannel[]; members: number; users?: ReconcileUser[] }
   /**
    * Delta sequencer → the shards with delta subscribers of the channel (delta/): one
    * message of stream `stream`, in full (with __delta_seq) and, unless it goes full to
@@ -82,8 +83,10 @@ export type ControlMsg =
    * `dropped`: stream ids the shards may forget. `tags`: the event's (tag filtering);
    * `filtered`: the same message in the streams of the tag filters it matched that the
    * receiving shard registered (`delta_filter`), each numbered and delta-compressed on its own.
+   * `serial`, `epoch`: a history channel's message, numbered by its owner (history/owner.ts);
+   * the shard gives them to subscriptions with positions (`__serial`, `"serial"` in data).
    */
-  | { type: 'delta'; app: string; channel: string; except: string; stream: number; full: string; deltas: (string | null)[] | null; dropped: number[]; tags?: string | null; filtered?: FilteredDelta[] }
+  | { type: 'delta'; app: string; channel: string; except: string; stream: number; full: string; deltas: (string | null)[] | null; dropped: number[]; tags?: string | null; filtered?: FilteredDelta[]; serial?: number; epoch?: string }
   /**
    * Shard → primary (delta_compression.cluster_coordination): a local event of a channel
    * deltas may apply to, for a cluster-wide stream position (delta/coord.ts).
@@ -138,11 +141,16 @@ export type ControlMsg =
    * History channels (history/): an API or client event, from the shard that got it to the
    * channel's owner, which numbers and keeps it and sends it on as `hist`.
    */
-  | { type: 'hist_pub'; app: string; channel: string; except: string; message: string; tags?: string }
+  | { type: 'hist_pub'; app: string; channel: string; except: string; message: string; tags?: string; delta?: boolean }
   /** Owner → every shard with subscribers of the channel: a numbered message of a history channel. */
   | { type: 'hist'; app: string; channel: string; except: string; epoch: string; serial: number; message: string; tags?: string }
   /** A new subscription: the channel's position and what to replay (answers a HistSubReply). */
-  | { type: 'hist_sub'; req: number; from: number; app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null }
+  | { type: 'hist_sub'; req: number; from: number; app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null; relay?: number }
+  /**
+   * Owner → delta sequencer: the answer to a hist_sub of a delta subscription (its `relay`),
+   * which the sequencer sends on as the reply in its output order (delta/sequencer.ts rule 6).
+   */
+  | { type: 'hist_relay'; to: number; req: number; body: unknown }
   /** Idempotent publish (history/idempotency.ts), to the key's owner: answers an IdemReply. */
   | { type: 'idem_claim'; req: number; from: number; app: string; key: string }
   /** The publish with this key answered 2xx: later ones get this answer. */
@@ -187,6 +195,9 @@ export type WebhookEvent =
 
 /** A channel in a `webhook_sync`: app, channel, the members' user_ids of a presence channel or null. */
 export type SyncChannel = [app: string, channel: string, members: unknown[] | null];
+
+/** A `reconcile` report's user (watchlists): the sending shard's signed-in connections of a user the owner owns. */
+export type ReconcileUser = [app: string, userId: string, conns: number];
 
 /** One user in a `user_restore` message: what the sending shard holds of it. */
 export interface UserRestore {

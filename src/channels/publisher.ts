@@ -63,13 +63,23 @@ export interface PipelineBus {
   batch(): PipelineBatch;
 }
 
-/** Where an outbound stage writes: into the publish's batch (the bytes are copied at once). */
-export interface StageWrites {
+/** Frames into a bus batch (the bytes are copied at once). */
+export interface BatchWrites {
   publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags?: FrameTags): unknown;
   control(to: number, msg: ControlMsg): unknown;
 }
 
-export interface PipelineBatch extends StageWrites {
+/** Where an outbound stage writes: into the publish's batch. */
+export interface StageWrites extends BatchWrites {
+  /**
+   * Runs `fn` once the publish is written (committed, or sent on the direct path); never
+   * when it is refused (BusFullError): for what a stage does outside the bus (the console's
+   * live log), so that a publish answered 503 is not shown as sent.
+   */
+  after(fn: () => void): void;
+}
+
+export interface PipelineBatch extends BatchWrites {
   commit(): void;
 }
 
@@ -173,16 +183,27 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     return cache !== null && m.kind === 'api' ? cache.ttl(m.channel) : null;
   }
 
+  /** The stages' after() callbacks of the publishes under way (nested ones above their outer's). */
+  const afters: (() => void)[] = [];
+  /** Runs the callbacks from `mark` on (the publish was written), or drops them (`ok` false: refused). */
+  function settle(mark: number, ok: boolean): void {
+    if (afters.length === mark) return;
+    const fns = afters.splice(mark);
+    if (ok) for (const fn of fns) fn();
+  }
+
+  /** Stage writes into the batch `into()` gives (asked at each write). */
+  const writesInto = (into: () => PipelineBatch): StageWrites => ({
+    publish: (targets, app, channel, except, message, tags) => into().publish(targets, app, channel, except, message, tags),
+    control: (to, msg) => into().control(to, msg),
+    after: (fn) => void afters.push(fn),
+  });
   /** one()'s stage writes: a batch opened by the first one, so a stage that writes nothing costs no batch. */
   let staged: PipelineBatch | null = null;
-  const lazy: StageWrites = {
-    publish(targets, app, channel, except, message, tags) {
-      return (staged ??= bus.batch()).publish(targets, app, channel, except, message, tags);
-    },
-    control(to, msg) {
-      return (staged ??= bus.batch()).control(to, msg);
-    },
-  };
+  const lazy = writesInto(() => (staged ??= bus.batch()));
+  /** many()'s stage writes: into its batch. */
+  let manyBatch: PipelineBatch | null = null;
+  const inMany = writesInto(() => manyBatch!);
   function takeStaged(): PipelineBatch | null {
     const b = staged;
     staged = null;
@@ -206,6 +227,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   /** The hot path: one message, no cache entry. */
   function one(m: Outgoing): void {
     validate(m);
+    const mark = afters.length;
     if (outStages.length > 0) {
       // a publish made while the stages run (nested) stages into a batch of its own
       const outer = takeStaged();
@@ -213,27 +235,44 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       let batch: PipelineBatch | null;
       try {
         took = stagesTake(m, lazy);
+      } catch (err) {
+        settle(mark, false);
+        throw err;
       } finally {
         batch = takeStaged();
         staged = outer;
       }
       if (batch !== null) {
-        if (!took) add(batch, m);
-        batch.commit();
+        try {
+          if (!took) add(batch, m);
+          batch.commit();
+        } catch (err) {
+          settle(mark, false);
+          throw err;
+        }
+        settle(mark, true);
         return;
       }
-      if (took) return;
+      if (took) {
+        settle(mark, true);
+        return;
+      }
     }
     const nested = busy;
     const targets = interest.targets(m.app, m.channel, nested ? [] : targetBuf);
-    if (targets.length === 0) return;
-    const bytes = encoded(m.message);
-    busy = true;
-    try {
-      bus.publishTo(targets, m.app, m.channel, m.except, bytes, tagsOf(m));
-    } finally {
-      busy = nested;
+    if (targets.length > 0) {
+      const bytes = encoded(m.message);
+      busy = true;
+      try {
+        bus.publishTo(targets, m.app, m.channel, m.except, bytes, tagsOf(m));
+      } catch (err) {
+        settle(mark, false);
+        throw err;
+      } finally {
+        busy = nested;
+      }
     }
+    settle(mark, true);
   }
 
   /** The publish frames of `m` to the shards with interest, into `batch` (which copies the bytes at once). */
@@ -248,19 +287,33 @@ export function createPublisher(deps: PublisherDeps): Publisher {
    */
   function many(msgs: readonly Outgoing[]): void {
     const batch = bus.batch();
-    for (const m of msgs) {
-      validate(m);
-      // Cache channels: the owner hears of it before the publish frames, so every later
-      // subscriber gets the event live or as the replay (channels/cache.ts).
-      const ttl = cacheTtl(m);
-      if (ttl !== null) {
-        // tags: a filtered subscriber gets the replay only when its filter matches them
-        batch.control(ownerOf(m.app, m.channel, shards), { type: 'cache_set', app: m.app, channel: m.channel, message: m.message, ttl, ...(m.tags ? { tags: m.tags } : {}) });
+    const mark = afters.length;
+    const outer = manyBatch;
+    try {
+      for (const m of msgs) {
+        validate(m);
+        // Cache channels: the owner hears of it before the publish frames, so every later
+        // subscriber gets the event live or as the replay (channels/cache.ts).
+        const ttl = cacheTtl(m);
+        if (ttl !== null) {
+          // tags: a filtered subscriber gets the replay only when its filter matches them
+          batch.control(ownerOf(m.app, m.channel, shards), { type: 'cache_set', app: m.app, channel: m.channel, message: m.message, ttl, ...(m.tags ? { tags: m.tags } : {}) });
+        }
+        if (outStages.length > 0) {
+          manyBatch = batch;
+          const took = stagesTake(m, inMany);
+          manyBatch = outer;
+          if (took) continue;
+        }
+        add(batch, m);
       }
-      if (outStages.length > 0 && stagesTake(m, batch)) continue;
-      add(batch, m);
+      batch.commit();
+    } catch (err) {
+      manyBatch = outer;
+      settle(mark, false);
+      throw err;
     }
-    batch.commit();
+    settle(mark, true);
   }
 
   function deliver(f: PublishFrame): void {

@@ -74,12 +74,46 @@ export class UserStore {
     if (!rec) return;
     const here = rec.byShard.get(shard) ?? 0;
     if (delta < 0 && here <= 0) return; // never below zero on a shard
+    this.setConns(app, userId, rec, shard, here + delta);
+  }
+
+  /**
+   * A shard's periodic report (channels/reconcile.ts): its signed-in connections of the
+   * users this shard owns. A count that differs from the records was changed by a
+   * `user_conn` notice that a full ring dropped: set to the reported one, with the
+   * transitions that follow (online / offline to the watchers). Returns how many differed.
+   */
+  reconcileShard(shard: number, reported: readonly (readonly [string, string, number])[]): number {
+    const want = new Map<string, readonly [string, string, number]>();
+    for (const u of reported) want.set(u[0] + '\0' + u[1], u);
+    let fixed = 0;
+    for (const [app, users] of [...this.apps]) {
+      for (const [id, rec] of [...users]) {
+        const k = app + '\0' + id;
+        const n = want.get(k)?.[2] ?? 0;
+        want.delete(k);
+        if ((rec.byShard.get(shard) ?? 0) === n) continue;
+        this.setConns(app, id, rec, shard, n);
+        fixed++;
+      }
+    }
+    for (const [app, id, n] of want.values()) {
+      if (n <= 0) continue;
+      this.setConns(app, id, this.ensure(app, id), shard, n);
+      fixed++;
+    }
+    return fixed;
+  }
+
+  /** Sets the user's connections on `shard` to `n` (≥ 0), with the transitions that follow. */
+  private setConns(app: string, userId: string, rec: UserRecord, shard: number, n: number): void {
     const was = isOnline(rec);
-    if (here + delta > 0) rec.byShard.set(shard, here + delta);
+    const wasHere = rec.conns > 0;
+    rec.conns += n - (rec.byShard.get(shard) ?? 0);
+    if (n > 0) rec.byShard.set(shard, n);
     else rec.byShard.delete(shard);
-    rec.conns += delta;
-    if (delta > 0 && rec.conns === delta) this.cluster?.changed('online', app, userId);
-    else if (delta < 0 && rec.conns === 0) this.cluster?.changed('offline', app, userId);
+    if (!wasHere && rec.conns > 0) this.cluster?.changed('online', app, userId);
+    else if (wasHere && rec.conns === 0) this.cluster?.changed('offline', app, userId);
     if (was !== isOnline(rec)) this.tell(app, userId, rec, was ? 'offline' : 'online');
     this.tidy(app, userId, rec);
   }

@@ -95,11 +95,14 @@ of the Pusher-compatible spec).
 
 const ADDING = `## Adding a key
 
-Everything about a key is one entry in \`src/config/schema.ts\`; the loader, the
-defaults, the messages, the environment variable, \`config.schema.json\` and this page
-follow from it.
+Everything about a key is one entry in the schema (\`src/config/schema.ts\` composes the
+sections, each kept in the file of its concern: \`server-schema.ts\`, \`backends-schema.ts\`,
+\`channels-schema.ts\`, \`backend-calls-schema.ts\`, \`ops-schema.ts\`, \`app-schema.ts\`);
+the loader, the defaults, the messages, the environment variable, \`config.schema.json\`
+and this page follow from it.
 
-1. Add the entry to its section of \`GlobalSchema\` (a new section: \`section({...}, 'what it is')\`),
+1. Add the entry to its section (a new section: \`section({...}, 'what it is')\` in its
+   concern's file, listed in \`GlobalSchema\`),
    with a builder of \`src/config/schema-kit.ts\`: \`int(default, min, { max?, doc, env?, ours? })\`,
    \`intOrNull\`, \`port\`, \`bool\`, \`str\` (non-empty), \`text\` (may be empty), \`optStr\`
    (string or null), \`oneOf([...], default, doc)\`, \`strList\`, \`hostPorts\`, \`fileMode\`.
@@ -107,13 +110,13 @@ follow from it.
    (the spec's name when it has one; \`ours: true\` otherwise); \`rule\` only when the
    derived message (\`must be a positive integer\`, \`must be one of a, b\`) would not say enough.
    Example: \`max_items: int(100, 1, { doc: 'Messages kept per channel.', env: 'HISTORY_MAX_ITEMS', ours: true })\`.
-2. A per-app key goes in \`AppSchema\`, wrapped in \`Type.Optional(...)\`, with a \`default\`
+2. A per-app key goes in \`AppSchema\` (\`app-schema.ts\`), wrapped in \`Type.Optional(...)\`, with a \`default\`
    (\`Type.Optional(bool(false, { doc }))\`) or \`limit('section.global_key', doc)\` to default
    to a global key. The \`Config\` / \`AppConfig\` types follow; read it as
    \`config.section.max_items\` or \`app.max_items\`.
 3. A rule across keys (\`a ≤ b\`, "needs x.enabled") goes in \`src/config/rules.ts\`
    (\`globalRules\`, each guarded by \`c.ok(...)\`), with its one-line statement in \`RULES\`.
-4. Claim the key's effect in \`test/ops/options.test.ts\`, pin its messages in
+4. Claim the key's effect in \`test/ops/option-claims.ts\`, pin its messages in
    \`test/config/config.test.ts\`, add it to \`config.yaml\` when users should see it, then
    \`npx tsc -p tsconfig.json && node scripts/config-schema.mjs\` and commit the two
    generated files.

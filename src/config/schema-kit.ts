@@ -15,7 +15,7 @@
 // Transform nodes turn what a user may write into the typed value (`"660"` → 0o660,
 // `"h:7000"` → {host, port}, `""` → null, -1 → null); `StaticDecode` gives those types.
 
-import { Type, type TProperties, type TSchema, type TUnsafe } from '@sinclair/typebox';
+import { FormatRegistry, Type, type TProperties, type TSchema, type TUnsafe } from '@sinclair/typebox';
 import { parseHostPort, parseOctalMode } from './checker';
 
 export interface Doc {
@@ -130,4 +130,17 @@ export function fileMode(def: number, d: Doc) {
 /** A mapping of settings (a section of config.yaml); every key has a default. */
 export function section<T extends TProperties>(props: T, doc: string) {
   return Type.Object(props, { additionalProperties: false, description: doc, 'x-section': true });
+}
+
+/** The checks a pattern cannot make (the JSON Schema keeps the pattern, editors skip the format). */
+FormatRegistry.Set('ringcast-http-url', (s) => s === '' || httpUrl(s, ['http:', 'https:']));
+FormatRegistry.Set('ringcast-webhook-url', (s) => /^lambda:\/\/\S+$/.test(s) || (/^https?:\/\//i.test(s) && httpUrl(s, ['http:', 'https:'])));
+
+function httpUrl(s: string, protocols: string[]): boolean {
+  try {
+    const u = new URL(s);
+    return protocols.includes(u.protocol) && u.hostname !== '';
+  } catch {
+    return false;
+  }
 }

@@ -107,8 +107,12 @@ export function createTap(shard: number, post: (r: TapReport) => void): Tap {
       timer ??= setTimeout(flush, FLUSH_MS);
     },
     stage: {
-      out(m) {
-        if (watched.size > 0 && watched.has(m.app)) tap.emit(fromOutgoing(m));
+      out(m, w) {
+        // shown once the publish is written: a publish refused with 503 reached nobody
+        if (watched.size > 0 && watched.has(m.app)) {
+          const ev = fromOutgoing(m);
+          w.after(() => tap.emit(ev));
+        }
         return false;
       },
     },

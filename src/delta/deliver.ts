@@ -1,4 +1,4 @@
-// The delta shard's fan-out (delta/shard.ts rules 1–4, 6–8): a sequencer `delta` frame to
+// The delta shard's fan-out (delta/shard.ts rules 1–4, 6–9): a sequencer `delta` frame to
 // the subscriber sets of its channel (delta/registry.ts), and the inbound stage that gives
 // the delta sockets the frames that do not come through the sequencer (member events,
 // subscription counts).
@@ -20,7 +20,7 @@ import type { DeltaRegistry } from './registry';
 import { ALGOS } from './settings';
 import type { DeltaSocket } from './socket';
 import { ALGO_LETTER, dropStream, stepIn, stepOut, streamOf, type ChannelGroups, type ChannelSubs } from './subscribers';
-import { plainMessage } from './wire';
+import { deltaWithSerial, plainMessage, withSerial } from './wire';
 
 export type DeltaFrame = Extract<ControlMsg, { type: 'delta' }>;
 
@@ -36,6 +36,8 @@ export interface DeltaDeliveryDeps<S extends DeltaSocket> {
   meters: Meters;
   guard: DeltaGuard | null;
   now: () => number;
+  /** The pusher_internal:recovery epoch_changed frame (history channels, rule 9). */
+  epochChanged(channel: string, epoch: string, serial: number): string;
 }
 
 export interface DeltaDelivery {
@@ -49,7 +51,7 @@ const INTERNAL = ['{"event":"pusher_internal:', '{"event":"proto_internal:'];
 
 export function createDeltaDelivery<S extends DeltaSocket>(deps: DeltaDeliveryDeps<S>): DeltaDelivery {
   const { uws, sockets, meters, guard, now } = deps;
-  const { channels, filtered } = deps.sets;
+  const { channels, filtered, serials } = deps.sets;
 
   /** Native publish skipping `sender` (channels/exclude.ts); how many it reached (when counting). */
   function publishTo(topic: string, bytes: string | Uint8Array, sender: S | undefined): number {
@@ -98,6 +100,24 @@ export function createDeltaDelivery<S extends DeltaSocket>(deps: DeltaDeliveryDe
     if (sender !== undefined) stepOut(st, sender); // rule 3
   }
 
+  /**
+   * Rule 9: a history channel's frame to its subscriptions with positions: `__serial` on the
+   * full message, `"serial"` in each pusher:delta's data; first an epoch_changed notice when
+   * the channel's numbering was lost (its owner shard restarted) since the set's last frame.
+   */
+  function deliverSerial(msg: DeltaFrame, sc: ChannelSubs<S>, serial: number, except: S | undefined): void {
+    if (msg.epoch !== undefined) {
+      if (sc.epoch !== undefined && sc.epoch !== msg.epoch) {
+        const notice = deps.epochChanged(msg.channel, msg.epoch, serial - 1);
+        const n = publishTo(sc.allTopic, notice, undefined);
+        if (n > 0) meters.deliveredText(msg.app, Ev.Recovery, Buffer.byteLength(notice), n);
+      }
+      sc.epoch = msg.epoch;
+    }
+    const deltas = msg.deltas === null ? null : msg.deltas.map((x) => (x === null ? null : deltaWithSerial(x, serial)));
+    deliverStream(msg.app, sc, -1, msg.stream, withSerial(msg.full, serial), deltas, msg.dropped, except);
+  }
+
   /** Rule 8: a frame to the filter groups of its channel. */
   function deliverGroups(msg: DeltaFrame, cg: ChannelGroups<S>, except: S | undefined): void {
     const parts: FilteredDelta[] | undefined = msg.filtered;
@@ -126,10 +146,11 @@ export function createDeltaDelivery<S extends DeltaSocket>(deps: DeltaDeliveryDe
 
   const inbound: InboundStage = {
     deliver(f: PublishFrame, topic: string): boolean {
-      if (channels.size === 0 && filtered.size === 0) return false;
+      if (channels.size === 0 && filtered.size === 0 && serials.size === 0) return false;
       const ch = channels.get(topic);
       const cg = filtered.get(topic);
-      if (ch === undefined && cg === undefined) return false;
+      const sc = serials.size === 0 ? undefined : serials.get(topic);
+      if (ch === undefined && cg === undefined && sc === undefined) return false;
       const head = Buffer.from(f.message.buffer, f.message.byteOffset, Math.min(f.message.byteLength, 32)).toString('latin1');
       if (INTERNAL.some((p) => head.startsWith(p))) {
         guard?.check(topic + '\x01', f.message.length, f.except, f.tags);
@@ -137,6 +158,7 @@ export function createDeltaDelivery<S extends DeltaSocket>(deps: DeltaDeliveryDe
         let n = 0;
         if (ch !== undefined) n += publishTo(ch.allTopic, f.message, sender);
         if (cg !== undefined) n += publishTo(cg.internal, f.message, sender);
+        if (sc !== undefined) n += publishTo(sc.allTopic, f.message, sender);
         if (n > 0) meters.delivered(f.app, f.message, n);
       }
       return false; // plain subscribers get it natively as well
@@ -148,12 +170,14 @@ export function createDeltaDelivery<S extends DeltaSocket>(deps: DeltaDeliveryDe
       const key = topicOf(msg.app, msg.channel);
       const ch = channels.get(key);
       const cg = filtered.get(key);
-      if (ch === undefined && cg === undefined) return; // a shared interest slot, or everyone left
+      const sc = msg.serial === undefined ? undefined : serials.get(key);
+      if (ch === undefined && cg === undefined && sc === undefined) return; // a shared interest slot, or everyone left
       // rule 6 (may pause sockets); the tags: a filtered socket counts only what matches
       guard?.check(key + '\x01', msg.full.length, msg.except, msg.tags ?? null);
       const sender = msg.except ? sockets.get(msg.except) : undefined;
       if (ch !== undefined) deliverStream(msg.app, ch, -1, msg.stream, msg.full, msg.deltas, msg.dropped, sender);
       if (cg !== undefined) deliverGroups(msg, cg, sender);
+      if (sc !== undefined) deliverSerial(msg, sc, msg.serial!, sender);
     },
     inbound,
   };

@@ -12,6 +12,8 @@ export interface SequencerInit {
   topology: BusTopology;
   /** Delta interest tables (channels/interest.ts layout), one per algorithm. */
   interest: Record<Algo, SharedArrayBuffer>;
+  /** RINGCAST_TEST_HOOKS=1 at start: the `test_pause_bus` command is honoured. */
+  testHooks: boolean;
 }
 
 /** What a shard needs to route to the sequencer and keep its delta interest bits. */
@@ -25,11 +27,15 @@ export type SequencerCommand =
   /** A /metrics scrape: answered by a `metrics` event with the same req. */
   | { type: 'metrics'; req: number }
   /** Shard `shard` was replaced: talk to it over these fresh rings (as a shard's `rewire`). */
-  | { type: 'rewire'; shard: number; toPeer: SharedArrayBuffer; fromPeer: SharedArrayBuffer; doorbell: SharedArrayBuffer };
+  | { type: 'rewire'; shard: number; toPeer: SharedArrayBuffer; fromPeer: SharedArrayBuffer; doorbell: SharedArrayBuffer }
+  /** Tests only (honoured when SequencerInit.testHooks): stop reading the rings for ms (Bus.pauseDraining). */
+  | { type: 'test_pause_bus'; ms: number };
 
 export type SequencerEvent =
   | { type: 'ready' }
   | { type: 'failed'; error: string }
   | { type: 'rewired'; shard: number }
   | { type: 'stopped' }
+  /** Answer to `test_pause_bus`: the pause is in force. */
+  | { type: 'test_bus_paused' }
   | { type: 'metrics'; req: number; metrics: MetricsJson };

@@ -6,6 +6,10 @@
 //     under the channel's `app C\x01*` topic for member events and counts; a group's first
 //     socket registers its filter (`delta_filter`), its last one unregisters it, and the
 //     group is pending until the sequencer's answer.
+//   - with positions (history channels, docs/history.md "With delta compression"): the
+//     sockets whose subscription asked for `recover` get the frames with the serial, so
+//     they are a set of their own per channel (`serials`, topic `app C\0s`), registered as
+//     the unfiltered set is.
 // A registration the sequencer does not take is logged; its sockets get full messages.
 
 import type { Logger } from 'pino';
@@ -23,6 +27,8 @@ export class DeltaRegistry<S extends StreamMember> {
   readonly channels = new Map<string, ChannelSubs<S>>();
   /** Filter groups by channel topic. */
   readonly filtered = new Map<string, ChannelGroups<S>>();
+  /** Sets of the subscriptions with positions, by channel topic (their own topic is `app C\0s`). */
+  readonly serials = new Map<string, ChannelSubs<S>>();
 
   constructor(
     private readonly register: RegisterFilter,
@@ -32,19 +38,25 @@ export class DeltaRegistry<S extends StreamMember> {
   /** The socket's set of `channel`: its filter group, or the channel's. */
   of(d: DeltaSocketData<S>, channel: string): ChannelSubs<S> | undefined {
     if (!d.app) return undefined;
-    return d.delta?.filtered.get(channel) ?? this.channels.get(topicOf(d.app.id, channel));
+    return d.delta?.filtered.get(channel) ?? this.setsOf(d, channel).get(topicOf(d.app.id, channel));
+  }
+
+  /** Where the socket's unfiltered set of `channel` is: with positions or without. */
+  private setsOf(d: DeltaSocketData<S>, channel: string): Map<string, ChannelSubs<S>> {
+    return d.delta?.serial?.has(channel) ? this.serials : this.channels;
   }
 
   /** The channel's `app C\x01*` topic when `ch` is one of its filter groups. */
   internalOf(ch: ChannelSubs<S>, app: string, channel: string): string | undefined {
-    return ch === this.channels.get(ch.topic) ? undefined : this.filtered.get(topicOf(app, channel))?.internal;
+    return (ch as Partial<FilterGroup<S>>).filter === undefined ? undefined : this.filtered.get(topicOf(app, channel))?.internal;
   }
 
-  /** The socket joins the channel's unfiltered set, on its full-message topic. */
-  join(ws: S, app: string, channel: string, algo: Algo): ChannelSubs<S> {
+  /** The socket joins the channel's unfiltered set (`serial`: the one with positions), on its full-message topic. */
+  join(ws: S, app: string, channel: string, algo: Algo, serial = false): ChannelSubs<S> {
     const key = topicOf(app, channel);
-    let ch = this.channels.get(key);
-    if (ch === undefined) this.channels.set(key, (ch = channelSubs(key)));
+    const sets = serial ? this.serials : this.channels;
+    let ch = sets.get(key);
+    if (ch === undefined) sets.set(key, (ch = channelSubs(serial ? key + '\0s' : key)));
     if (!ch.sockets.has(ws) && !ch.paused.has(ws)) this.count(ch, app, channel, algo, 1);
     ch.sockets.set(ws, algo);
     ws.subscribe(ch.allTopic);
@@ -65,17 +77,20 @@ export class DeltaRegistry<S extends StreamMember> {
   leave(ws: S, d: DeltaSocketData<S>, app: string, channel: string): void {
     if (d.delta?.filtered.has(channel)) return this.leaveGroup(ws, d, app, channel);
     const key = topicOf(app, channel);
-    const ch = this.channels.get(key);
+    const sets = this.setsOf(d, channel);
+    d.delta?.serial?.delete(channel);
+    const ch = sets.get(key);
     if (ch === undefined) return;
     if (!d.closed) ws.unsubscribe(ch.allTopic);
     const algo = ch.sockets.get(ws) ?? ch.paused.get(ws);
     if (algo !== undefined) this.count(ch, app, channel, algo, -1);
-    if (leave(ch, ws)) this.channels.delete(key);
+    if (leave(ch, ws)) sets.delete(key);
   }
 
   /** Drops the streams unused for `maxAgeMs` (max_state_age_secs) of every set. */
   dropIdle(t: number, maxAgeMs: number): void {
     for (const ch of this.channels.values()) dropIdle(ch, t, maxAgeMs);
+    for (const ch of this.serials.values()) dropIdle(ch, t, maxAgeMs);
     for (const cg of this.filtered.values()) for (const g of cg.groups.values()) dropIdle(g, t, maxAgeMs);
   }
 

@@ -17,8 +17,9 @@
 //  2. A `delta_states` answer (delta_cache_sync) takes its place in the same queue: it
 //     reflects every message decided before it and reaches the shard after their frames.
 //  3. The sequencer never throws into the bus: a message it cannot read is logged and
-//     dropped; a shard whose ring is full misses the frame (logged, counted) and its
-//     clients resynchronise (base_index mismatch → pusher:delta_sync_error).
+//     dropped; a shard whose ring is full misses the frame (logged, counted in
+//     bus_full_total{source="delta_frame"}) and its clients resynchronise (base_index
+//     mismatch → pusher:delta_sync_error).
 //  4. Tag filters (spec order: filter, then delta; delta/shard.ts rule 8): a shard
 //     registers each (channel, filter, algorithm) it has delta subscribers of
 //     (`delta_filter`, answered in this queue). A tagged message is also numbered in the
@@ -32,6 +33,13 @@
 //     on a channel whose delta subscribers all filter, it goes full (to nobody). A
 //     subscriber whose registration is still on its way gets full messages, as rule 2
 //     allows for any socket; it takes deltas from the answer on.
+//  6. History channels (docs/history.md, "With delta compression"): their messages come
+//     from the channel's owner shard once numbered ([force|SERIAL][serial][epoch][envelope]), in
+//     serial order, and the frame carries the serial and epoch. The owner's answer to a delta
+//     subscription's hist_sub comes the same way (`hist_relay`, after every message it
+//     numbered before answering) and takes its place in the output queue as rule 2's
+//     answers do: the subscribing shard gets it behind the frames of every message ≤ S and
+//     ahead of every later one.
 
 import type { Logger } from 'pino';
 import type { ControlMsg, FilteredDelta, PublishFrame } from '../bus/messages';
@@ -44,8 +52,9 @@ import { ChannelMatcher, type MatchEntry } from '../filter/matcher';
 import type { FilterNode } from '../filter/parse';
 import { parseTags } from '../filter/tags';
 import { StreamTable, type Decision, type Entry } from './streams';
-import { conflationValueOf, deltaMessage, Force, fullMessage, STAMPED } from './wire';
+import { conflationValueOf, deltaMessage, Force, fullMessage, readSerialInput, SERIAL, STAMPED } from './wire';
 import { logLimited } from '../log';
+import { BusFullError } from '../bus/errors';
 
 /** The delta pool's queue is full (delta_compression.pool_max_queue): the message goes out in full. */
 export class PoolFullError extends Error {
@@ -147,6 +156,8 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
   const omitAlgorithm = dc.omit_delta_algorithm;
   const queue: Slot[] = [];
   const scratch: number[][] = ALGOS.map(() => []);
+  /** Frames a shard's full ring refused (rule 3). */
+  const dropped = metrics.counter('bus_full_total', { source: 'delta_frame' });
 
   function flush(): void {
     while (queue.length > 0 && queue[0].ready) {
@@ -172,6 +183,7 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
         bus.control(s, msg);
       } catch (err) {
         // rule 3: the shard's clients resynchronise on the next delta
+        if (err instanceof BusFullError) dropped.inc();
         logLimited(log, 'error', { err, shard: s, channel: (msg as { channel?: string }).channel }, 'delta frame not delivered: internal queue full');
       }
     }
@@ -224,11 +236,13 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
 
   function publish(f: PublishFrame): void {
     const head = f.message[0];
-    const force = (head & ~STAMPED) as Force;
+    const force = (head & ~(STAMPED | SERIAL)) as Force;
     // cluster_coordination: the position the cluster agreed on (delta/coord.ts)
     const stamped = (head & STAMPED) !== 0;
     const position = stamped ? Buffer.from(f.message.buffer, f.message.byteOffset + 1, 8).readDoubleLE(0) : null;
-    const bytes = f.message.slice(stamped ? 9 : 1); // a copy: the frame's bytes are the ring's
+    // rule 6: a history channel's serial and epoch
+    const numbered = (head & SERIAL) !== 0 ? readSerialInput(f.message) : null;
+    const bytes = f.message.slice(numbered !== null ? numbered.at : stamped ? 9 : 1); // a copy: the frame's bytes are the ring's
     const envelope = utf8.decode(bytes);
     let parsed: { event?: unknown; data?: unknown };
     try {
@@ -258,6 +272,10 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     const d = table.next(key, event, value ?? '', envelope, bytes.length, ch, force, now(), position);
     const full = fullMessage(envelope, d.seq, value);
     const msg: DeltaFrame = { type: 'delta', app: f.app, channel: f.channel, except: f.except, stream: d.stream, full, deltas: null, dropped: d.dropped, tags };
+    if (numbered !== null) {
+      msg.serial = numbered.serial;
+      msg.epoch = numbered.epoch;
+    }
     // rule 5: no delta for the unfiltered stream while no shard registered a subscriber of it
     const mine = open.get(key);
     if (mine !== undefined) job(d, full, algos.map((a, i) => a && mine.algos[i]), (deltas) => (msg.deltas = deltas));
@@ -373,6 +391,12 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
 
   function control(msg: ControlMsg, from: number): void {
     if (msg.type === 'delta_filter') return registerFilter(msg, from);
+    if (msg.type === 'hist_relay') {
+      // rule 6: behind the frames of the messages the owner numbered before answering
+      const { to, req, body } = msg;
+      enqueue(() => bus.reply(to, req, body), true);
+      return;
+    }
     if (msg.type !== 'delta_states') {
       log.warn({ type: msg.type, from }, 'delta sequencer: unexpected control message');
       return;

@@ -43,6 +43,15 @@
 //     filter and a match goes to its sockets as the plain message (no `__` fields), so no
 //     message is lost or doubled while it registers; from the answer on, only the
 //     sequencer's filter streams reach it.
+//  9. History channels (docs/history.md, "With delta compression"; memory driver): their
+//     frames come from the sequencer once the channel's owner numbered them, with the
+//     serial. A subscription with positions (`recover`) is in the channel's set with
+//     positions (delta/registry.ts `serials`), whose frames carry `__serial` / `"serial"`.
+//     A subscription with a rewind or positions joins its set *held* (paused, rule 6, and
+//     not resumed by the slow-consumer guard) until its history answer, which the owner
+//     sends through the sequencer behind the frames of every message ≤ S; release() then
+//     resumes it out of step, so its next message of each stream goes full (the client
+//     has the replayed messages as plain ones, not as bases).
 
 import type { Logger } from 'pino';
 import type { Fanout } from '../channels/fanout';
@@ -89,8 +98,14 @@ export interface DeltaShard<S extends DeltaSocket> {
   enable(ws: S, d: DeltaSocketData<S>): void;
   /** The algorithm for this subscription, null for plain, or an error message for a bad `delta`. */
   resolve(d: DeltaSocketData<S>, app: AppConfig, channel: string, delta: unknown): Algo | null | { error: string };
-  /** Subscribes the socket to the channel's delta topic (instead of the plain one), or with a tag filter to its group's (rule 8). */
-  subscribe(ws: S, d: DeltaSocketData<S>, app: AppConfig, channel: string, algo: Algo, filter?: CompiledFilter | null): void;
+  /**
+   * Subscribes the socket to the channel's delta topic (instead of the plain one), or with a
+   * tag filter to its group's (rule 8); `history`: rule 9 (`serial`: with positions, `held`:
+   * until release()).
+   */
+  subscribe(ws: S, d: DeltaSocketData<S>, app: AppConfig, channel: string, algo: Algo, filter?: CompiledFilter | null, history?: { serial: boolean; held: boolean }): void;
+  /** Rule 9: the history answer was sent; the held subscription receives from now on. */
+  release(ws: S, d: DeltaSocketData<S>, channel: string): void;
   /** True when it was a delta subscription (its topics are left). */
   unsubscribe(ws: S, d: DeltaSocketData<S>, app: string, channel: string): boolean;
   /** The socket closed: forget it everywhere (uWS has left its topics). */
@@ -115,7 +130,10 @@ export function createDeltaShard<S extends DeltaSocket>(deps: DeltaShardDeps<S>)
   const defaultAlgo = wireAlgo(dc.algorithm);
   const maxAgeMs = dc.max_state_age_secs * 1000;
   const meters = metersFor(deps.metrics ?? noMetrics);
-  const delivery = createDeltaDelivery({ uws: deps.uws, sockets: deps.sockets, sets, meters, guard: deps.guard ?? null, now });
+  const delivery = createDeltaDelivery({
+    uws: deps.uws, sockets: deps.sockets, sets, meters, guard: deps.guard ?? null, now,
+    epochChanged: (channel, epoch, serial) => frame(deps.out(Ev.Recovery), { epoch, serial, recovered: false, missed: 0, reason: 'epoch_changed' }, channel),
+  });
 
   function socketDelta(d: DeltaSocketData<S>): SocketDelta<S> {
     d.delta ??= { algo: null, channels: new Map(), filtered: new Map() };
@@ -146,11 +164,13 @@ export function createDeltaShard<S extends DeltaSocket>(deps: DeltaShardDeps<S>)
       const sd = socketDelta(d);
       if (sd.algo !== null) return;
       sd.algo = defaultAlgo;
+      // (a history subscription with a rewind or positions stays as it is: rule 9 applies
+      // from its subscribe only, which the plug-in sends after the opt-in)
       // Subscriptions made before the opt-in take deltas from now on (pusher-js sends its
       // subscribes on connect, before a wrapper can send pusher:enable_delta_compression);
       // a tag-filtered one leaves the filter stage for its filter group (rule 8).
       for (const [channel, sub] of d.channels) {
-        if (!sub.joined || sd.channels.has(channel)) continue;
+        if (!sub.joined || sd.channels.has(channel) || sub.history !== undefined) continue;
         const algo = this.resolve(d, d.app, channel, undefined);
         if (algo === null || typeof algo === 'object') continue;
         if (sub.filter !== undefined) {
@@ -174,20 +194,32 @@ export function createDeltaShard<S extends DeltaSocket>(deps: DeltaShardDeps<S>)
       return algo;
     },
 
-    subscribe(ws, d, app, channel, algo, filter) {
-      socketDelta(d).channels.set(channel, algo);
+    subscribe(ws, d, app, channel, algo, filter, history) {
+      const sd = socketDelta(d);
+      sd.channels.set(channel, algo);
       // interest before the subscription shows (channels/interest.ts, invariant 3)
       deps.interest[algo].add(app.id, channel);
       let group: FilterGroup<S> | null = null;
+      if (history?.serial) (sd.serial ??= new Set()).add(channel);
       if (filter) group = sets.joinGroup(ws, d, app.id, channel, filter, algo);
-      else sets.join(ws, app.id, channel, algo);
+      else sets.join(ws, app.id, channel, algo, history?.serial === true);
+      if (history?.held) {
+        this.pause(ws, d, channel);
+        (sd.held ??= new Set()).add(channel);
+      }
       if (settings.of(app.id, channel).conflationKey !== null) cacheSync(ws, d, app.id, channel, algo, group);
+    },
+
+    release(ws, d, channel) {
+      if (!d.delta?.held?.delete(channel)) return;
+      this.resume(ws, d, channel);
     },
 
     unsubscribe(ws, d, app, channel) {
       const algo = d.delta?.channels.get(channel);
       if (algo === undefined) return false;
       d.delta!.channels.delete(channel);
+      d.delta!.held?.delete(channel);
       deps.interest[algo].remove(app, channel);
       sets.leave(ws, d, app, channel);
       return true;
@@ -196,6 +228,7 @@ export function createDeltaShard<S extends DeltaSocket>(deps: DeltaShardDeps<S>)
     dropAll(d, ws) {
       const sd = d.delta;
       if (!sd || !d.app) return;
+      sd.held?.clear();
       for (const [channel, algo] of sd.channels) {
         deps.interest[algo].remove(d.app.id, channel);
         sets.leave(ws, d, d.app.id, channel);
@@ -225,6 +258,7 @@ export function createDeltaShard<S extends DeltaSocket>(deps: DeltaShardDeps<S>)
     },
 
     resume(ws, d, channel) {
+      if (d.delta?.held?.has(channel)) return; // rule 9: release() resumes it
       const ch = sets.of(d, channel);
       const algo = ch?.paused.get(ws);
       if (ch === undefined || algo === undefined) return;

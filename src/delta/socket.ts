@@ -27,6 +27,10 @@ export interface SocketDelta<S> {
   channels: Map<string, Algo>;
   /** Its tag-filtered ones (delta/shard.ts rule 8): channel → the group it is in. */
   filtered: Map<string, FilterGroup<S>>;
+  /** Its subscriptions with positions (history channels: frames with the serial; delta/shard.ts rule 9). */
+  serial?: Set<string>;
+  /** Its subscriptions waiting for their history answer (rule 9): held paused, resumed only by release(). */
+  held?: Set<string>;
 }
 
 /** A channel subscription of the socket, as far as the opt-in moves it to deltas (ws/types.ts Subscription). */
@@ -35,6 +39,8 @@ export interface DeltaSubscription {
   /** In the filter stage (channels/filtered.ts) under this handle. */
   filter?: FilterHandle;
   tagFilter?: CompiledFilter;
+  /** A history subscription with a rewind or positions (ws/types.ts): the opt-in leaves it as it is. */
+  history?: unknown;
 }
 
 /** A connection's state (ws/types.ts SocketData), as far as delta reads and keeps it. */

@@ -13,6 +13,12 @@ export interface SequencerHandle {
   /** Shard `shard` was replaced: the sequencer talks to it over the fresh rings; resolves when it has. */
   rewire(cmd: Extract<SequencerCommand, { type: 'rewire' }>, timeoutMs: number): Promise<boolean>;
   stop(timeoutMs: number): Promise<void>;
+  /**
+   * Tests only (SequencerInit.testHooks, else the thread ignores it and this resolves
+   * false after timeoutMs): the thread stops reading its rings for `ms`; resolves true
+   * once the pause is in force.
+   */
+  testPauseBus(ms: number, timeoutMs: number): Promise<boolean>;
 }
 
 function next(worker: Worker, pred: (e: SequencerEvent) => boolean, ms: number): Promise<SequencerEvent | null> {
@@ -48,6 +54,12 @@ export async function spawnSequencer(init: SequencerInit, log: Logger): Promise<
     worker,
     async rewire(cmd, timeoutMs) {
       const ack = next(worker, (e) => e.type === 'rewired' && e.shard === cmd.shard, timeoutMs);
+      worker.postMessage(cmd);
+      return (await ack) !== null;
+    },
+    async testPauseBus(ms, timeoutMs) {
+      const ack = next(worker, (e) => e.type === 'test_bus_paused', timeoutMs);
+      const cmd: SequencerCommand = { type: 'test_pause_bus', ms };
       worker.postMessage(cmd);
       return (await ack) !== null;
     },

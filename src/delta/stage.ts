@@ -11,7 +11,11 @@ import { isEncrypted } from '../protocol/channels';
 import type { Algo } from './settings';
 import { forceOf } from './wire';
 
-export function deltaRoute(sequencer: number, interest: Record<Algo, Interest>): OutboundStage {
+// A history channel's events (history/, memory driver) are numbered by the channel's owner
+// shard first, which sends them to the sequencer in serial order (history/owner.ts): the
+// stage leaves them (`numbered`, asked only for channels with delta subscribers).
+
+export function deltaRoute(sequencer: number, interest: Record<Algo, Interest>, numbered: ((app: string, channel: string) => boolean) | null = null): OutboundStage {
   const to = [sequencer];
   const scratch: number[] = [];
   const tables = [interest.fossil, interest.xdelta3];
@@ -25,6 +29,7 @@ export function deltaRoute(sequencer: number, interest: Record<Algo, Interest>):
       // shard (delta/shard.ts, rule 4)
       if (m.kind !== 'api' && m.kind !== 'client') return false;
       if (!wanted(m.app, m.channel) || isEncrypted(m.channel)) return false;
+      if (numbered !== null && numbered(m.app, m.channel)) return false;
       const bytes = Buffer.allocUnsafe(1 + Buffer.byteLength(m.message));
       bytes[0] = forceOf(m.delta);
       bytes.write(m.message, 1, 'utf8');

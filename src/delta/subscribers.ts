@@ -39,6 +39,8 @@ export interface ChannelSubs<S> {
   /** Slow consumers taken out of the channel's fan-out (rule 6). */
   paused: Map<S, Algo>;
   streams: Map<number, StreamSubs<S>>;
+  /** A set with positions (history channels): the epoch of the last frame it got (epoch_changed). */
+  epoch?: string;
 }
 
 /** Rule 8: the sockets of a channel with one filter and algorithm. */

@@ -8,7 +8,7 @@ import { Bus } from '../bus/bus';
 import { Interest } from '../channels/interest';
 import { deepFreeze } from '../config/freeze';
 import { createLogger } from '../log';
-import { PromMetrics } from '../metrics/registry';
+import { threadMetrics } from '../metrics/lazy';
 import { Ev, outName } from '../protocol/events';
 import { createComputer } from './compute';
 import { createSequencer } from './sequencer';
@@ -21,7 +21,7 @@ const config = deepFreeze(init.config);
 const log = createLogger(config.log, { thread: 'delta' });
 const post = (e: SequencerEvent) => parentPort!.postMessage(e);
 const bus = new Bus(init.index, init.topology);
-const promMetrics = config.metrics.enabled ? new PromMetrics(config.metrics.prefix) : null;
+const promMetrics = threadMetrics(config.metrics);
 
 async function main(): Promise<void> {
   const computer = await createComputer(config.delta_compression.pool_size, config.delta_compression.pool_max_queue);
@@ -52,6 +52,10 @@ async function main(): Promise<void> {
       // a /metrics scrape (metrics/server.ts asks this thread as it asks the shards)
       if (!promMetrics) post({ type: 'metrics', req: cmd.req, metrics: [] });
       else promMetrics.json().then((m) => post({ type: 'metrics', req: cmd.req, metrics: m }), (err: unknown) => log.error({ err }, 'could not collect metrics'));
+    } else if (cmd.type === 'test_pause_bus') {
+      if (!init.testHooks) return;
+      bus.pauseDraining(cmd.ms);
+      post({ type: 'test_bus_paused' });
     } else if (cmd.type === 'shutdown') {
       clearInterval(sweep);
       bus.stop();

@@ -18,7 +18,7 @@
 
 import type { Algo } from './settings';
 
-export { Force, forceOf, STAMPED, stampedInput } from '../bus/delta-input';
+export { Force, forceOf, readSerialInput, SERIAL, serialInput, STAMPED, stampedInput } from '../bus/delta-input';
 
 /** The envelope as a delta socket receives it in full. */
 export function fullMessage(envelope: string, seq: number, conflationValue: string | null): string {
@@ -42,6 +42,16 @@ export function deltaMessage(
   if (algorithm !== null) data += ',"algorithm":"' + algorithm + '"';
   if (conflationValue !== null) data += ',"conflation_key":' + JSON.stringify(conflationValue);
   return '{"event":' + JSON.stringify(deltaEvent) + ',"channel":' + JSON.stringify(channel) + ',"data":' + data + '}}';
+}
+
+/** A frame with `,"__serial":N` inserted before its final `}` (history channels, PROTOCOL.md). */
+export function withSerial(message: string, serial: number): string {
+  return message.slice(0, -1) + ',"__serial":' + serial + '}';
+}
+
+/** A pusher:delta (deltaMessage's output) with `,"serial":N` at the end of its data (history channels, PROTOCOL.md). */
+export function deltaWithSerial(delta: string, serial: number): string {
+  return delta.slice(0, -2) + ',"serial":' + serial + '}}';
 }
 
 /**

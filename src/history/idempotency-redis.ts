@@ -29,16 +29,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
 import { COMMAND_TIMEOUT_MS, redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere, whenReady } from '../redis/client';
-import { PENDING_MS, type IdemReply } from './idempotency';
-
-/** ms between attempts to record an answer Redis did not take. */
-export const DONE_RETRY_MS = 500;
-
-/** The code of the error a claim rejects with when the window's Redis did not answer (503, nothing delivered). */
-export const IDEMPOTENCY_DOWN = 'RC_ERR_IDEMPOTENCY_DOWN';
-
-/** Whether `err` is that error (its message names Redis and why). */
-export const isIdempotencyDown = (err: unknown): err is Error => err instanceof Error && (err as { code?: unknown }).code === IDEMPOTENCY_DOWN;
+import { PENDING_MS, idempotencyDown, writeAnswer, type ClusterIdempotency } from './idempotency';
 
 // KEYS[1] key; ARGV[1] pending marker, ARGV[2] its PX. '' = new; else the key's value.
 const CLAIM = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return '' end
@@ -63,19 +54,12 @@ export interface RedisIdempotencyDeps {
   metrics: MetricsSink;
 }
 
-export interface RedisIdempotency {
-  claim(app: string, key: string): Promise<IdemReply>;
-  done(app: string, key: string, status: number, body: unknown): void;
-  release(app: string, key: string): void;
-  close(): Promise<void>;
-}
-
 /** The window's Redis key of an app's idempotency_key (the app id encoded: it may hold ':'). */
 export function idemKey(prefix: string, app: string, key: string): string {
   return `${prefix}idem:${encodeURIComponent(app)}:${key}`;
 }
 
-export function createRedisIdempotency(deps: RedisIdempotencyDeps): RedisIdempotency {
+export function createRedisIdempotency(deps: RedisIdempotencyDeps): ClusterIdempotency {
   const { config, log, metrics } = deps;
   const role = { name: 'idempotency', queue: false, commandTimeoutMs: COMMAND_TIMEOUT_MS };
   let client: Redis | Cluster;
@@ -123,7 +107,7 @@ export function createRedisIdempotency(deps: RedisIdempotencyDeps): RedisIdempot
       } catch (err) {
         failed('claim');
         const why = redisFailure(client) ?? (err as Error).message;
-        throw Object.assign(new Error(`the idempotency window's Redis at ${where} did not answer (${why})`), { code: IDEMPOTENCY_DOWN });
+        throw idempotencyDown('Redis', where, why);
       }
       if (v === '') {
         markers.set(app + '\0' + key, marker);
@@ -140,19 +124,11 @@ export function createRedisIdempotency(deps: RedisIdempotencyDeps): RedisIdempot
       const marker = markers.get(id) ?? '';
       markers.delete(id);
       const answer = 'D' + JSON.stringify({ s: status, b: body });
-      const until = Date.now() + PENDING_MS;
-      const attempt = (): void => {
-        redis.idemDone(idemKey(prefix, app, key), marker, answer, windowMs).catch((err: Error) => {
-          failed('done');
-          if (Date.now() + DONE_RETRY_MS < until) {
-            setTimeout(attempt, DONE_RETRY_MS).unref();
-            return;
-          }
-          log.error({ err: err.message, redis: where, app_id: app },
-            'idempotency: the answer of a delivered publish never reached Redis; a retry after its pending marker lapses publishes again');
-        });
-      };
-      attempt();
+      writeAnswer(() => redis.idemDone(idemKey(prefix, app, key), marker, answer, windowMs), {
+        failed: () => failed('done'),
+        lost: (err) => log.error({ err: (err as Error).message, redis: where, app_id: app },
+          'idempotency: the answer of a delivered publish never reached Redis; a retry after its pending marker lapses publishes again'),
+      });
     },
     release(app, key) {
       const id = app + '\0' + key;

@@ -11,7 +11,9 @@
 //
 // Bounded: at most max_keys / shards keys per shard, the oldest forgotten first; a pending
 // claim whose request never ends (its shard died) lapses after PENDING_MS.
-// (Across nodes of a cluster the window is not shared: not in this build.)
+// Across the nodes of a cluster the window is shared instead: in Redis with a redis /
+// redis-cluster adapter (idempotency-redis.ts), in a NATS JetStream key-value bucket with
+// a nats adapter (idempotency-nats.ts); both keep the same claim / done / release contract.
 
 import type { ControlMsg } from '../bus/messages';
 import { channelHash } from '../channels/topic';
@@ -21,6 +23,47 @@ export type IdemReply = { state: 'new' } | { state: 'pending' } | { state: 'done
 
 const TYPES: ReadonlySet<string> = new Set<IdemMsg['type']>(['idem_claim', 'idem_done', 'idem_release']);
 export const isIdemMsg = (m: ControlMsg): m is IdemMsg => TYPES.has(m.type);
+
+/** The cluster-wide window (idempotency-redis.ts, idempotency-nats.ts): the same contract as the owner shard's. */
+export interface ClusterIdempotency {
+  claim(app: string, key: string): Promise<IdemReply>;
+  done(app: string, key: string, status: number, body: unknown): void;
+  release(app: string, key: string): void;
+  close(): Promise<void>;
+}
+
+/** The code of the error a claim rejects with when the cluster-wide window's store did not answer (503, nothing delivered). */
+export const IDEMPOTENCY_DOWN = 'RC_ERR_IDEMPOTENCY_DOWN';
+
+/** That error: its message names the store, where it is and why (`the idempotency window's Redis at h:p did not answer (…)`). */
+export function idempotencyDown(store: string, where: string, why: string): Error {
+  return Object.assign(new Error(`the idempotency window's ${store} at ${where} did not answer (${why})`), { code: IDEMPOTENCY_DOWN });
+}
+
+/** Whether `err` is that error. */
+export const isIdempotencyDown = (err: unknown): err is Error => err instanceof Error && (err as { code?: unknown }).code === IDEMPOTENCY_DOWN;
+
+/** ms between attempts to record an answer the cluster-wide store did not take. */
+export const DONE_RETRY_MS = 500;
+
+/**
+ * Writes a delivered publish's answer to the cluster-wide store: `write` again every
+ * DONE_RETRY_MS while the claim's pending marker would stand (PENDING_MS), then `lost`
+ * (a retry after the marker lapses publishes again). `settled(err)`: a refusal that ends
+ * it (the key is another request's by now). Each failed attempt is `failed()`.
+ */
+export function writeAnswer(write: () => Promise<unknown>, hooks: { settled?: (err: unknown) => boolean; failed: () => void; lost: (err: unknown) => void }): void {
+  const until = Date.now() + PENDING_MS;
+  const attempt = (): void => {
+    write().catch((err: unknown) => {
+      if (hooks.settled?.(err)) return;
+      hooks.failed();
+      if (Date.now() + DONE_RETRY_MS < until) setTimeout(attempt, DONE_RETRY_MS).unref();
+      else hooks.lost(err);
+    });
+  };
+  attempt();
+}
 
 /** How long a claim stays pending without an end (ms). */
 export const PENDING_MS = 10_000;

@@ -60,7 +60,7 @@ export class MemoryHistoryStore implements HistoryStore {
     return l;
   }
 
-  append(app: string, channel: string, s: ChannelHistorySetting, message: string, nowMs: number): Position {
+  append(app: string, channel: string, s: ChannelHistorySetting, message: string, nowMs: number, tags?: string): Position {
     const key = app + ' ' + channel;
     const l = this.log(app, channel, nowMs);
     // most recently written last: the budget evicts from the front
@@ -70,6 +70,7 @@ export class MemoryHistoryStore implements HistoryStore {
     l.ttlMs = s.ttl * 1000;
     const serial = ++l.last;
     const m: StoredMessage = { serial, message, timeMs: nowMs };
+    if (tags !== undefined) m.tags = tags;
     l.msgs.push(m);
     this.add(l, 1, sizeOf(m));
     this.expire(l, nowMs);
@@ -199,5 +200,5 @@ export class MemoryHistoryStore implements HistoryStore {
 }
 
 function sizeOf(m: StoredMessage): number {
-  return 2 * m.message.length + ENTRY_OVERHEAD;
+  return 2 * (m.message.length + (m.tags?.length ?? 0)) + ENTRY_OVERHEAD;
 }

@@ -39,6 +39,17 @@ export interface HistoryOwnerDeps {
   /** A message of a channel that has no history any more (apps reloaded): the plain pipeline. */
   plain(msg: Extract<HistoryOwnerMsg, { type: 'hist_pub' }>): void;
   reply(to: number, req: number, body: unknown): void;
+  /**
+   * With delta compression (docs/history.md, "With delta compression"): a numbered message
+   * to the delta sequencer when some shard has delta subscribers of the channel, and the
+   * answer to a delta subscription's hist_sub through it (`relay`: the sequencer's thread),
+   * so that the answer reaches the subscribing shard behind the deltas of every message
+   * numbered before it. Absent: no delta sequencer.
+   */
+  delta?: {
+    publish(m: Extract<HistoryOwnerMsg, { type: 'hist_pub' }>, serial: number, epoch: string): void;
+    relay(via: number, to: number, req: number, body: unknown): void;
+  };
   subscribed(app: string, channel: string): boolean;
   log: Logger;
   metrics: MetricsSink;
@@ -58,6 +69,8 @@ export interface StoredView {
   since(after: number): StoredMessage[] | null;
 }
 
+const itemOf = (x: StoredMessage): HistSubReply['items'][number] => (x.tags === undefined ? [x.serial, x.message] : [x.serial, x.message, x.tags]);
+
 /** The answer to a hist_sub (rewind, positions, resume) from the channel's position and stored messages; every driver's. */
 export function answerSub(m: { rewind: number; recover: { epoch: string; serial: number } | null }, hasHistory: boolean, position: () => Position, view: StoredView, maxRecover: number): HistSubReply {
   if (!hasHistory) return { epoch: '', serial: 0, items: [], recovered: m.recover ? false : null, reason: 'no_history' };
@@ -67,14 +80,14 @@ export function answerSub(m: { rewind: number; recover: { epoch: string; serial:
   const r = m.recover;
   if (r === null) {
     const items = m.rewind > 0 ? view.last(m.rewind) : [];
-    return { epoch: pos.epoch, serial: pos.serial, items: items.map((x) => [x.serial, x.message]), recovered: null };
+    return { epoch: pos.epoch, serial: pos.serial, items: items.map(itemOf), recovered: null };
   }
   if (r.epoch !== pos.epoch) return fail('epoch_changed');
   if (r.serial > pos.serial) return fail('invalid', `recover.serial ${r.serial} is ahead of the channel (its last serial is ${pos.serial})`);
   if (pos.serial - r.serial > maxRecover) return fail('too_many');
   const items = view.since(r.serial);
   if (items === null) return fail('too_old');
-  return { epoch: pos.epoch, serial: pos.serial, items: items.map((x) => [x.serial, x.message]), recovered: true };
+  return { epoch: pos.epoch, serial: pos.serial, items: items.map(itemOf), recovered: true };
 }
 
 export function createHistoryOwner(deps: HistoryOwnerDeps): HistoryOwner {
@@ -84,7 +97,7 @@ export function createHistoryOwner(deps: HistoryOwnerDeps): HistoryOwner {
   function publish(m: Extract<HistoryOwnerMsg, { type: 'hist_pub' }>): void {
     const s = settings.of(m.app, m.channel);
     if (s === null) return deps.plain(m);
-    const pos = store.append(m.app, m.channel, s, m.message, now());
+    const pos = store.append(m.app, m.channel, s, m.message, now(), m.tags);
     const targets = deps.targets(m.app, m.channel);
     if (targets.length === 0) return;
     const frame: HistFrame = { type: 'hist', app: m.app, channel: m.channel, except: m.except, epoch: pos.epoch, serial: pos.serial, message: m.message };
@@ -96,7 +109,9 @@ export function createHistoryOwner(deps: HistoryOwnerDeps): HistoryOwner {
       store.rollback(m.app, m.channel);
       if (err instanceof BusFullError) deps.metrics.inc('bus_full_total', { source: 'history' });
       log.error({ err, channel: m.channel }, 'history channel message not delivered: internal queue full');
+      return;
     }
+    deps.delta?.publish(m, pos.serial, pos.epoch);
   }
 
   function subscribe(m: Extract<HistoryOwnerMsg, { type: 'hist_sub' }>): HistSubReply {
@@ -120,6 +135,7 @@ export function createHistoryOwner(deps: HistoryOwnerDeps): HistoryOwner {
         case 'hist_pub':
           return publish(msg);
         case 'hist_sub':
+          if (msg.relay !== undefined && deps.delta) return deps.delta.relay(msg.relay, from, msg.req, subscribe(msg));
           return deps.reply(from, msg.req, subscribe(msg));
         case 'hist_page':
           return deps.reply(from, msg.req, page(msg));

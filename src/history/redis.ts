@@ -11,7 +11,7 @@
 //            per shard) and hands each numbered message to deliver() (history/shard.ts) when
 //            it has subscribers of the channel. No hop through the owner shard, the primary
 //            or the cluster adapter: the adapter does not carry history channels.
-//   ask      a subscription's rewind / resume runs READ_LUA, which publishes its answer (the
+//   ask      a subscription's rewind / resume runs READ_LUA (history/redis-scripts.ts), which publishes its answer (the
 //            position S and the stored messages) as a marker on the same subject: the marker
 //            reaches the asking shard behind every message ≤ S and ahead of every one > S,
 //            and its answer runs synchronously in that turn (no gap, no duplicate).
@@ -34,14 +34,15 @@
 // counted, its message was neither stored nor delivered anywhere.
 
 import { randomBytes } from 'node:crypto';
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ChannelHistorySetting, Config } from '../config/types';
 import { logLimited } from '../log';
 import type { MetricsSink } from '../metrics/types';
-import { redisClient, redisClusterClient, redisClusterWhere, redisUnreachable, redisWhere, whenReady } from '../redis/client';
+import { isCluster, redisClient, redisClusterClient, redisClusterWhere, redisUnreachable, redisWhere, whenReady } from '../redis/client';
 import type { HistPageReply, HistSubReply } from '../bus/messages';
 import { answerSub, type StoredView } from './owner';
+import { PUBLISH_LUA, READ_LUA } from './redis-scripts';
 import type { HistPub, HistQuestion } from './shard';
 import { HistoryUnavailableError, type PageQuery, type StoredMessage } from './types';
 
@@ -49,58 +50,6 @@ import { HistoryUnavailableError, type PageQuery, type StoredMessage } from './t
 export const BUCKETS_CLUSTER = 16;
 /** ms a subscription waits for its marker before it is answered `unavailable`. */
 export const ASK_TIMEOUT_MS = 3000;
-
-const RUN_ID = `local rid = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
-local m = redis.call('HMGET', KEYS[1], 'e', 's', 'r')
-local epoch, serial = m[1], tonumber(m[2])
-local fresh = (not epoch) or (not serial) or m[3] ~= rid
-if fresh then
-  epoch = ARGV[1]
-  serial = 0
-  redis.call('DEL', KEYS[2])
-end
-`;
-
-/** KEYS meta, list; ARGV new epoch, meta_ttl ms, size, ttl ms, now ms, publish command, subject, header, frame. */
-const PUBLISH_LUA = RUN_ID + `serial = serial + 1
-redis.call('HSET', KEYS[1], 'e', epoch, 's', serial, 'r', rid)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('RPUSH', KEYS[2], ARGV[5] .. ' ' .. ARGV[9])
-redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1)
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call(ARGV[6], ARGV[7], 'p\\n' .. epoch .. '\\n' .. serial .. '\\n' .. ARGV[8] .. '\\n' .. ARGV[9])
-return serial
-`;
-
-/**
- * KEYS meta, list; ARGV new epoch, meta_ttl ms, direction f|b, lo, hi (-1: none), max,
- * publish command ('' : no marker), subject, marker header. Serials lo…hi that are stored,
- * at most max of them from the direction's start. Returns / publishes epoch, S, the first
- * serial returned, and the entries (length-prefixed in the marker: a frame may hold '\n').
- */
-const READ_LUA = RUN_ID + `if fresh then redis.call('HSET', KEYS[1], 'e', epoch, 's', 0, 'r', rid) end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local len = redis.call('LLEN', KEYS[2])
-local first = serial - len + 1
-local lo = math.max(first, tonumber(ARGV[4]))
-local hi = serial
-if tonumber(ARGV[5]) >= 0 then hi = math.min(hi, tonumber(ARGV[5])) end
-local max = tonumber(ARGV[6])
-if hi - lo + 1 > max then
-  if ARGV[3] == 'f' then hi = lo + max - 1 else lo = hi - max + 1 end
-end
-local items = {}
-if lo <= hi and max > 0 then items = redis.call('LRANGE', KEYS[2], lo - first, hi - first) end
-if ARGV[7] ~= '' then
-  local parts = {'r\\n', ARGV[9], '\\n', epoch, '\\n', serial, '\\n', lo, '\\n'}
-  for _, it in ipairs(items) do
-    parts[#parts + 1] = #it .. ':'
-    parts[#parts + 1] = it
-  end
-  redis.call(ARGV[7], ARGV[8], table.concat(parts))
-end
-return {epoch, serial, lo, items}
-`;
 
 type Client = Redis | Cluster;
 type Scripted = Client & {
@@ -119,6 +68,11 @@ export interface RedisHistoryDeps {
   /** Whether this shard has subscribers of the channel (its interest bit). */
   wanted(app: string, channel: string): boolean;
   /** A numbered message for this shard's subscribers (history/shard.ts deliver). */
+  /**
+   * Listening again after a break (Redis restarted, the connection dropped): messages may
+   * have been numbered meanwhile that never reached this shard (history/shard.ts catchUp).
+   */
+  missed?(): void;
   deliver(h: { type: 'hist'; app: string; channel: string; except: string; epoch: string; serial: number; message: string; tags?: string }): void;
   log: Logger;
   metrics: MetricsSink;
@@ -131,10 +85,21 @@ function fnv(s: string): number {
   return h >>> 0;
 }
 
-function storedOf(s: Snapshot, i: number): StoredMessage {
-  const e = s.entries[i];
+/** The tags part of a stored entry (PUBLISH_LUA): '' without tags. Lengths in UTF-16 units, as entryOf reads them. */
+export const tagsPrefix = (tags: string | undefined): string => (tags === undefined ? '' : `T${tags.length} ${tags}`);
+
+/** A stored entry read back: `<now ms> <frame>` or `<now ms> T<n> <tags><frame>`. */
+export function entryOf(e: string): { timeMs: number; message: string; tags?: string } {
   const sp = e.indexOf(' ');
-  return { serial: s.lo + i, timeMs: Number(e.slice(0, sp)), message: e.slice(sp + 1) };
+  const timeMs = Number(e.slice(0, sp));
+  if (e.charCodeAt(sp + 1) !== 0x54) return { timeMs, message: e.slice(sp + 1) }; // 'T'
+  const sp2 = e.indexOf(' ', sp + 2);
+  const end = sp2 + 1 + Number(e.slice(sp + 2, sp2));
+  return { timeMs, tags: e.slice(sp2 + 1, end), message: e.slice(end) };
+}
+
+function storedOf(s: Snapshot, i: number): StoredMessage {
+  return { serial: s.lo + i, ...entryOf(s.entries[i]) };
 }
 
 /** The snapshot's messages that are not expired (the oldest go first, so they are a prefix). */
@@ -164,6 +129,10 @@ export class RedisHistory {
   /** The subscriber's SUBSCRIBE is confirmed on its current connection. */
   private listening = false;
   private readonly onListening: (() => void)[] = [];
+  /** The subscriber has listened once: a later listen follows a break. */
+  private listenedBefore = false;
+  /** Listening again after a break, and its subscribers not told yet (caughtUp). */
+  private missedSome = false;
   /** While numbered() runs: the publishes' outcomes. */
   private collecting: Promise<void>[] | null = null;
 
@@ -201,6 +170,7 @@ export class RedisHistory {
     this.cmd.on('ready', () => {
       if (down) d.log.info({ redis: this.where }, 'history: Redis reachable again');
       down = false;
+      this.caughtUp();
     });
     const onMessage = (_subject: Buffer, payload: Buffer) => {
       try {
@@ -209,7 +179,7 @@ export class RedisHistory {
         logLimited(d.log, 'error', { err }, 'history: a numbered message from Redis could not be handled');
       }
     };
-    if (this.sub instanceof Cluster) this.sub.on('smessageBuffer', onMessage);
+    if (isCluster(this.sub)) this.sub.on('smessageBuffer', onMessage);
     else this.sub.on('messageBuffer', onMessage);
     const subjects = Array.from({ length: this.buckets }, (_, b) => this.subject(b));
     // Subscribed again on every (re)connect, and only once Redis confirmed it does this shard
@@ -219,10 +189,14 @@ export class RedisHistory {
     const sub = this.sub;
     const listen = () => {
       this.listening = false;
-      void (sub instanceof Cluster ? Promise.all(subjects.map((x) => sub.ssubscribe(x))) : sub.subscribe(...subjects)).then(() => {
+      void (isCluster(sub) ? Promise.all(subjects.map((x) => sub.ssubscribe(x))) : sub.subscribe(...subjects)).then(() => {
         if (sub.status !== 'ready') return;
         this.listening = true;
         for (const w of this.onListening.splice(0)) w();
+        // listening again after a break: what was numbered meanwhile is fetched (history/shard.ts catchUp)
+        if (this.listenedBefore) this.missedSome = true;
+        this.listenedBefore = true;
+        this.caughtUp();
       }, (err: Error) => {
         if (!this.closed) d.log.error({ err: err.message, redis: this.where }, 'history: could not subscribe to the numbered messages');
       });
@@ -254,6 +228,13 @@ export class RedisHistory {
     return new HistoryUnavailableError(`history store unavailable: history.driver ${this.d.driver} cannot reach Redis at ${this.where}; ${what}`);
   }
 
+  /** After a break in the subscription: once Redis can be asked, the shard fetches what it missed (RedisHistoryDeps.missed). */
+  private caughtUp(): void {
+    if (!this.missedSome || !this.isUp()) return;
+    this.missedSome = false;
+    this.d.missed?.();
+  }
+
   /** Whether Redis can be asked now (GET /up/{appId}). */
   isUp(): boolean {
     return this.cmd.status === 'ready' && this.sub.status === 'ready' && this.listening;
@@ -276,7 +257,7 @@ export class RedisHistory {
     if (!this.isUp()) throw this.unavailable('the message was not published');
     const [meta, list, subject] = this.keys(m.app, m.channel);
     const header = JSON.stringify([m.app, m.channel, m.except, m.tags ?? null]);
-    const done = this.cmd.rcHistPub(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, s.size, s.ttl * 1000, this.now(), this.publishCommand, subject, header, m.message)
+    const done = this.cmd.rcHistPub(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, s.size, s.ttl * 1000, this.now(), this.publishCommand, subject, header, m.message, tagsPrefix(m.tags))
       .then(() => undefined, (err: Error) => {
         this.d.metrics.inc('history_store_errors_total', { op: 'publish' });
         logLimited(this.d.log, 'error', { err: err.message, channel: m.channel, redis: this.where }, 'history: a message to a history channel was not numbered: neither stored nor delivered');
@@ -329,6 +310,17 @@ export class RedisHistory {
     this.pending.delete(req);
     clearTimeout(p.timer);
     return p;
+  }
+
+  /**
+   * Keeps a channel's numbering alive while this shard has subscriptions with positions on
+   * it: its meta key's TTL back to meta_ttl (nothing if it is gone: the next read or publish
+   * starts a new epoch, and they are told). Best effort: a failure is counted, the next touch retries.
+   */
+  touch(app: string, channel: string): void {
+    if (this.cmd.status !== 'ready') return;
+    const [meta] = this.keys(app, channel);
+    this.cmd.pexpire(meta, this.d.config.history.meta_ttl * 1000).catch(() => this.d.metrics.inc('history_store_errors_total', { op: 'touch' }));
   }
 
   /** One page of REST history. */

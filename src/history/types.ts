@@ -10,6 +10,8 @@ export interface StoredMessage {
   serial: number;
   message: string;
   timeMs: number;
+  /** The event's tags (tag filtering: a filtered subscription's rewind and replay); every driver keeps them. */
+  tags?: string;
 }
 
 /** A channel's numbering: serials of one epoch are 1, 2, 3, … with no gap. */
@@ -30,7 +32,7 @@ export interface PageQuery {
 
 export interface HistoryStore {
   /** Numbers `message` with the channel's next serial and keeps it (within the setting's size and ttl). */
-  append(app: string, channel: string, setting: ChannelHistorySetting, message: string, nowMs: number): Position;
+  append(app: string, channel: string, setting: ChannelHistorySetting, message: string, nowMs: number, tags?: string): Position;
   /** Undoes the last append (its message reached nobody): the serial is given again. */
   rollback(app: string, channel: string): void;
   /** The channel's numbering (created, with serial 0, when it has none): keeps it for meta_ttl from now. */

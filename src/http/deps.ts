@@ -28,17 +28,18 @@ export interface ApiDeps {
   clusterUp?: () => boolean;
   /** cache.driver redis / redis-cluster: whether its Redis is reachable (absent: no shared cache). */
   cacheUp?: () => boolean;
+  /** history.driver redis / redis-cluster: whether its Redis can number and deliver now (absent: the memory driver). */
+  historyUp?: () => boolean;
   /** Backend publish hook (hooks/publish.ts); null (or absent) when no app has hooks. */
   hooks?: PublishHooks | null;
   /** REST history (history/rest.ts); absent: the route answers 404 like an unknown route. */
   history?: RestHistory;
   /**
    * Idempotent publish: the key's owner shard keeps the first answer (history/idempotency.ts),
-   * or Redis with a redis / redis-cluster adapter (history/idempotency-redis.ts).
+   * or Redis with a redis / redis-cluster adapter (history/idempotency-redis.ts), or a NATS
+   * JetStream key-value bucket with a nats adapter (history/idempotency-nats.ts).
    */
   idempotency?: {
-    /** Set: publishes with an idempotency_key are refused (501) with this text (adapter.driver nats). */
-    refused?: string;
     claim(app: string, key: string): Promise<IdemReply>;
     done(app: string, key: string, status: number, body: unknown): void;
     release(app: string, key: string): void;

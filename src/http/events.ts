@@ -13,7 +13,7 @@ import { serialiseTags } from '../filter/tags';
 import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
 import { invalidKey, type IdemReply } from '../history/idempotency';
-import { isIdempotencyDown } from '../history/idempotency-redis';
+import { isIdempotencyDown } from '../history/idempotency';
 import { then, type MaybePromise } from './maybe';
 import { limitBackendEvents } from './ratelimit';
 import { jsonError, PUBLISHED, type ApiResponse } from './request';
@@ -165,7 +165,6 @@ export function postEvents(deps: ApiDeps, app: AppConfig, body: Buffer): MaybePr
   if (!isParsed(ev)) return ev;
   return then(limitBackendEvents(deps, app, ev.channels.length), (overRate) => {
     if (overRate) return overRate;
-    if (ev.key !== null && deps.idempotency?.refused) return jsonError(501, deps.idempotency.refused);
     if (ev.key !== null && deps.idempotency) return idempotent(deps, app, ev.key, () => publishEvent(deps, app, ev));
     return publishEvent(deps, app, ev);
   });
@@ -211,7 +210,7 @@ function hooked(deps: ApiDeps, app: AppConfig, events: ParsedEvent[], batch: boo
 
 const IN_PROGRESS = 'a request with this idempotency_key is still being answered: retry';
 
-/** A claim that failed: 503, nothing delivered; naming Redis when the cluster-wide window's Redis failed. */
+/** A claim that failed: 503, nothing delivered; naming the store when the cluster-wide window's Redis or NATS failed. */
 function unanswered(err: unknown): ApiResponse {
   if (isIdempotencyDown(err)) return jsonError(503, `${err.message}: nothing was delivered, retry later`);
   return jsonError(503, 'server busy: the idempotency window did not answer, retry later');
@@ -277,7 +276,6 @@ export function postBatchEvents(deps: ApiDeps, app: AppConfig, body: Buffer): Ma
   }
   return then(limitBackendEvents(deps, app, events.reduce((n, ev) => n + ev.channels.length, 0)), (overRate) => {
     if (overRate) return overRate;
-    if (firstWith.size > 0 && deps.idempotency?.refused) return jsonError(501, deps.idempotency.refused);
     if (firstWith.size > 0 && deps.idempotency) return idempotentBatch(deps, app, events);
     return publishBatch(deps, app, events);
   });

@@ -40,6 +40,7 @@ export type CounterName =
   | 'history_store_errors_total'
   /** ours (history/): subscriptions with a resume position, by result (recovered or the reason) */
   | 'history_recoveries_total'
+  | 'history_catchups_total'
   /** ours (history/): subscriptions that got a rewind */
   | 'history_rewinds_total'
   /** ours (history/): API publishes answered from the idempotency window (not delivered again) */

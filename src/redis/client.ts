@@ -10,9 +10,26 @@
 // answering nothing) unless its role names none: a blocking consumer's BLMOVE waits on
 // purpose.
 
-import { Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Config, RedisConfig } from '../config/types';
 import { redisTarget, redisWhere } from '../config/redis';
+
+type IORedis = typeof import('ioredis');
+let lib: IORedis | null = null;
+
+/**
+ * ioredis, loaded when a thread builds its first client: loading it takes a thread 0.1–0.2 s
+ * of CPU, and most threads of most configs never talk to Redis.
+ */
+function ioredis(): IORedis {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (lib ??= require('ioredis') as IORedis);
+}
+
+/** A Redis Cluster client (its `nodes()` are the node clients), not a single server's. */
+export function isCluster(c: Redis | Cluster): c is Cluster {
+  return c.isCluster;
+}
 
 export const CONNECT_TIMEOUT_MS = 2000;
 /** A command's default time to answer before it fails. */
@@ -47,7 +64,7 @@ function track<C extends Redis | Cluster>(client: C, keys: string): C {
   const note = (err: Error & { lastNodeError?: Error }) => { f.error = err.lastNodeError?.message ?? err.message; };
   client.on('error', note);
   // a Cluster's own 'error' says only "Failed to refresh slots cache."; the node's says why
-  if (client instanceof Cluster) client.on('node error', note);
+  if (isCluster(client)) client.on('node error', note);
   client.on('ready', () => { f.error = null; });
   return client;
 }
@@ -76,7 +93,7 @@ export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
   const keys = cfg.sentinels.length > 0
     ? 'database.redis.sentinel_password (the Sentinels) and database.redis.username / password (the master)'
     : 'database.redis.username / password';
-  return track(new Redis({
+  return track(new (ioredis().Redis)({
     ...redisTarget(cfg),
     enableOfflineQueue: role.queue,
     connectTimeout: CONNECT_TIMEOUT_MS,
@@ -90,7 +107,7 @@ export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
 
 /** A Redis Cluster client from `database.redis_cluster`; `sharded`: it subscribes with SSUBSCRIBE. */
 export function redisClusterClient(cfg: RedisClusterConfig, role: RedisRole & { sharded?: boolean }): Cluster {
-  return track(new Cluster(cfg.nodes, {
+  return track(new (ioredis().Cluster)(cfg.nodes, {
     enableOfflineQueue: role.queue,
     shardedSubscribers: role.sharded === true,
     clusterRetryStrategy: retryDelay,

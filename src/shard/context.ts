@@ -30,7 +30,8 @@ import type { Logger } from 'pino';
 import { createShardLogger, moduleLogger } from '../log';
 import { createRateLimiter, type RateLimiter } from '../ratelimit';
 import { metersFor } from '../metrics/meters';
-import { PromMetrics } from '../metrics/registry';
+import type { PromMetrics } from '../metrics/registry';
+import { threadMetrics } from '../metrics/lazy';
 import { noMetrics, type MetricsSink } from '../metrics/types';
 import { outName } from '../protocol/events';
 import { Backpressure } from '../ws/backpressure';
@@ -129,7 +130,7 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
       log.error({ err }, `could not tell the primary about ${what}: the other nodes miss it`);
     }
   };
-  const promMetrics = config.metrics.enabled ? new PromMetrics(config.metrics.prefix) : null;
+  const promMetrics = threadMetrics(config.metrics);
   const metrics: MetricsSink = promMetrics ?? noMetrics;
   const backpressure = new Backpressure({
     maxBytes: config.websocket.max_bytes,
@@ -176,20 +177,24 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, tap, filters, delta, stopping: false, shadows: null, tally, topics, fallback: null } as Partial<ShardContext> as ShardContext;
 
   // History channels (history/): numbered and kept by their owner shard; its stage sends their events there.
-  const { side: historySide, redis: historyRedis } = createShardHistorySide({ config, apps, shards, uws, sockets, bus, interest, out, log: logOf('history'), metrics, publisher: () => ctx.publisher });
+  // With delta compression the owner sends their numbered messages to the sequencer (docs/history.md).
+  const historyDelta = deltaInit && deltaInterest && !coordinated(config) ? { sequencer: deltaInit.sequencer, interest: deltaInterest } : null;
+  const { side: historySide, redis: historyRedis } = createShardHistorySide({ config, apps, shards, fanout, sockets, bus, interest, out, log: logOf('history'), metrics, publisher: () => ctx.publisher, delta: historyDelta, filters });
   const publisher = createPublisher({
     bus, interest, shards, uws: fanout, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
     onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
     memberSent: (s) => tally.sent[s]++,
     stages: {
       // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
-      delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(shards) : deltaRoute(deltaInit.sequencer, deltaInterest)] : [],
+      // (a history channel's events reach the sequencer from its owner once numbered, memory driver)
+      delta: deltaInit && deltaInterest ? [coordinated(config) ? coordRoute(shards) : deltaRoute(deltaInit.sequencer, deltaInterest, historyRedis ? null : (app, channel) => historySide.settings.of(app, channel) !== null)] : [],
       // history last: the adapter and the console tap see a history channel's event first;
       // with history in Redis the adapter does not carry history channels (Redis does: history/redis.ts)
       adapter: historyRedis
         ? [...(tap ? [tap.stage] : []), historySide.stage, ...(init.bridge ? [bridgeOut(shards)] : [])]
         : [...(init.bridge ? [bridgeOut(shards)] : []), ...(tap ? [tap.stage] : []), historySide.stage],
-      filter: [...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
+      // history's first: a stage that delivered a frame itself ends the list
+      filter: [historySide.inbound, ...(filters ? [filters] : []), ...(delta ? [delta.inbound] : [])],
     },
   });
   const localDirectory = createBusDirectory({ bus, shards, log: logOf('bus'), metrics });
@@ -240,6 +245,6 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     },
   });
   const watchlists = createWatchlists({ users: createUserDirectory({ bus, shards, log, metrics }), log, metrics, out });
-  const history = createShardHistory({ config, shards, bus, interest, side: historySide, redis: historyRedis, publisher, owner, log: logOf('history'), metrics });
+  const history = createShardHistory({ config, shards, bus, interest, side: historySide, redis: historyRedis, publisher, owner, log: logOf('history'), metrics, delta: historyDelta });
   return Object.assign(ctx, { publisher, directory, webhooks, owner, users, watchlists, historySide, historyRedis, history });
 }

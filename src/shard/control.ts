@@ -13,6 +13,11 @@ export function createControlHandler(ctx: ShardContext, failover: () => Failover
   return (msg, from) => {
     if (failover().defer(msg, from)) return; // a replacement shard still rebuilding its records
     if (msg.type === 'remote_node_gone') users.nodeGone(msg.node); // and the owner's presence below
+    if (msg.type === 'reconcile' && msg.users) {
+      // watchlists: the reporting shard's signed-in connections of the users this shard owns
+      const n = users.store.reconcileShard(from, msg.users);
+      if (n > 0) ctx.metrics.inc('owner_reconcile_corrections_total', { kind: 'user' }, n);
+    }
     if (isOwnerMsg(msg)) return owner.handle(msg, from);
     if (isUserMsg(msg)) return users.handle(msg, from);
     if (ctx.history.handle(msg, from)) return; // history channels, idempotency keys (shard/history.ts)

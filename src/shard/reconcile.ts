@@ -7,6 +7,8 @@
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus';
 import { BusFullError } from '../bus/errors';
+import type { ReconcileUser } from '../bus/messages';
+import { userOwnerOf } from '../channels/users';
 import type { OwnerService } from '../channels/owner-service';
 import type { PresenceShadows } from '../channels/rebuild';
 import { reconcileReports, type MemberTally } from '../channels/reconcile';
@@ -39,6 +41,18 @@ export function startReconciler(deps: ReconcilerDeps): { stop(): void } {
   const timer = setInterval(() => {
     if (!deps.active()) return;
     const reports = reconcileReports(localSockets(deps.sockets), deps.shards, deps.shadows, deps.tally);
+    for (let o = 0; o < reports.length; o++) reports[o].users = [];
+    // watchlists: signed-in connections per user, to the user's owner (channels/users.ts)
+    const conns = new Map<string, ReconcileUser>();
+    for (const ws of deps.sockets.values()) {
+      const d = ws.getUserData();
+      if (d.closed || d.userId === null || !d.app?.enable_watchlist_events) continue;
+      const k = d.app.id + '\0' + d.userId;
+      const u = conns.get(k);
+      if (u) u[2]++;
+      else conns.set(k, [d.app.id, d.userId, 1]);
+    }
+    for (const u of conns.values()) reports[userOwnerOf(u[0], u[1], deps.shards)].users!.push(u);
     for (let o = 0; o < reports.length; o++) {
       try {
         deps.bus.control(o, reports[o]);

@@ -50,6 +50,7 @@
 import { TAGS_ALL, type FrameTags } from '../bus/messages';
 import { ErrorCode } from '../protocol/codes';
 import type { FilteredSubscriptions } from '../channels/filtered';
+import { serialTopicOf } from '../history/shard';
 import { topicOf } from '../channels/topic';
 import type { DeltaShard } from '../delta/shard';
 import type { CompiledFilter } from '../filter/compile';
@@ -84,7 +85,10 @@ export interface Receivers {
 
 /** One channel subscription of a lagging socket: the byTopic key, and the filter of a filtered one. */
 interface Reg {
+  /** Where its publishes are checked (`app C`, `app C\x01`). */
   key: string;
+  /** Where it receives natively when not `key`: a history subscription with positions, its serial topic (history/shard.ts). */
+  native?: string;
   channel: string;
   kind: 'plain' | 'filtered' | 'delta';
   filter: CompiledFilter | null;
@@ -294,10 +298,14 @@ export class Backpressure {
     if (d.app === null) return out;
     for (const [channel, sub] of d.channels) {
       if (!sub.joined) continue;
+      // a history subscription waiting for its answer is on no topic yet (a delta one is held: delta/shard.ts rule 9)
+      if (sub.history && !sub.history.attached) continue;
       const topic = topicOf(d.app.id, channel);
-      if (sub.filter) out.push({ key: topic, channel, kind: 'filtered', filter: sub.tagFilter ?? null });
+      // with positions, its frames come on the serial topic (history/shard.ts); checked with the channel's plain frames
+      const native = sub.history?.serial ? serialTopicOf(d.app.id, channel) : undefined;
+      if (sub.filter) out.push({ key: topic, native, channel, kind: 'filtered', filter: sub.tagFilter ?? null });
       else if (d.delta?.channels.has(channel)) out.push({ key: topic + '\x01', channel, kind: 'delta', filter: sub.tagFilter ?? null });
-      else out.push({ key: topic, channel, kind: 'plain', filter: null });
+      else out.push({ key: topic, native, channel, kind: 'plain', filter: null });
     }
     return out;
   }
@@ -306,11 +314,11 @@ export class Backpressure {
   private receive(lag: Lagging, r: Reg, on: boolean): void {
     const { ws, d } = lag;
     if (r.kind === 'plain') {
-      if (on) ws.subscribe(r.key);
-      else ws.unsubscribe(r.key);
+      if (on) ws.subscribe(r.native ?? r.key);
+      else ws.unsubscribe(r.native ?? r.key);
     } else if (r.kind === 'filtered') {
       const handle = d.channels.get(r.channel)?.filter;
-      if (handle && this.receivers.filters) this.receivers.filters.pause(r.key, ws, handle, !on);
+      if (handle && this.receivers.filters) this.receivers.filters.pause(r.native ?? r.key, ws, handle, !on);
     } else if (this.receivers.delta) {
       if (on) this.receivers.delta.resume(ws, d, r.channel);
       else this.receivers.delta.pause(ws, d, r.channel);

@@ -21,7 +21,7 @@ import { parseTags } from '../filter/tags';
 import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
 import type { Algo } from '../delta/settings';
-import type { Plan } from '../history/shard';
+import { serialTopicOf, type AttachHow, type Plan } from '../history/shard';
 import { sendFrame } from './send';
 
 interface SubscribeData {
@@ -49,6 +49,11 @@ const PLAIN: Readonly<Record<Exclude<ChannelType, 'presence'>, Subscription>> = 
   private: Object.freeze({ type: 'private', userKey: null, userId: null, joined: true }),
   'private-encrypted': Object.freeze({ type: 'private-encrypted', userKey: null, userId: null, joined: true }),
 };
+
+/** The filter stage's key of a filtered subscription: the channel's topic, or with positions its serial topic (history/shard.ts). */
+export function filterTopicOf(app: string, channel: string, sub: Subscription): string {
+  return sub.history?.serial ? serialTopicOf(app, channel) : topicOf(app, channel);
+}
 
 export function createSubscriptions(deps: WsDeps): Subscriptions {
   const { directory, interest } = deps;
@@ -87,7 +92,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
   }
 
   function unfilter(ws: Socket, app: AppConfig, channel: string, sub: Subscription) {
-    if (sub.filter && deps.filters) deps.filters.remove(topicOf(app.id, channel), ws, sub.filter);
+    if (sub.filter && deps.filters) deps.filters.remove(filterTopicOf(app.id, channel, sub), ws, sub.filter);
   }
 
   /**
@@ -136,11 +141,15 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
   /**
    * Cache channels: after subscription_succeeded, the owner's cached event exactly as it
    * was published, or pusher:cache_miss. Nothing when a live API publish on the channel
-   * reached this shard meanwhile (the socket got it) or the subscription ended.
+   * reached this shard meanwhile (the socket got it) or the subscription ended. Nothing
+   * either for a subscription that resumes from a position on a history channel: the
+   * cached event is the channel's last message, which that subscription had before it was
+   * cut or gets in its replay (numbered), so a replay of it would be a copy.
    */
-  function replayCache(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
+  function replayCache(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription, plan: Plan) {
     const cache = deps.cache;
     if (!cache || cache.ttl(channel) === null) return;
+    if (plan?.kind === 'attach' && plan.recover.kind === 'resume') return;
     cache.forReplay(app.id, channel).then((r) => {
       if (d.closed || d.channels.get(channel) !== sub || r.kind === 'live') return;
       // A filtered subscription: the cached event counts only when its tags match.
@@ -180,7 +189,14 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
    * deltas, its filter's delta streams (delta/shard.ts rule 8: filter, then delta).
    */
   function subscribeTopic(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription, filter: CompiledFilter | null, algo: Algo | null) {
-    if (sub.history) return; // joins its topic after the owner's answer (history/shard.ts)
+    if (sub.history) {
+      // joins its topic after the owner's answer (history/shard.ts); a delta subscription
+      // waits held in its delta set until then (delta/shard.ts rule 9), a filtered one
+      // joins the filter stage then (its filter is known at once: a cache replay tests it)
+      if (algo !== null) deps.delta!.subscribe(ws, d, app, channel, algo, null, { serial: sub.history.serial, held: true });
+      else if (filter !== null) sub.tagFilter = filter;
+      return;
+    }
     if (algo !== null) {
       if (filter !== null) sub.tagFilter = filter;
       deps.delta!.subscribe(ws, d, app, channel, algo, filter);
@@ -246,9 +262,9 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       ws.cork(() => {
         subscribeTopic(ws, d, app, channel, sub, filter, algo);
         succeeded(ws, channel, presenceData(reply.members));
-        afterSucceeded(ws, d, app, channel, sub, plan);
+        afterSucceeded(ws, d, app, channel, sub, plan, filter, algo);
       });
-      replayCache(ws, d, app, channel, sub);
+      replayCache(ws, d, app, channel, sub, plan);
     }, (err: Error) => {
       if (retry && err instanceof BusPeerRestartedError && !d.closed && d.channels.get(channel) === sub) return ask(false);
       deps.log.error({ err, channel }, 'presence join failed');
@@ -265,10 +281,16 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
   }
 
   /** History: a `recover` on a channel without history is answered; a rewind or recovery asks the owner. */
-  function afterSucceeded(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription, plan: Plan) {
+  function afterSucceeded(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription, plan: Plan, filter: CompiledFilter | null, algo: Algo | null) {
     if (plan === null || !deps.history) return;
-    if (plan.kind === 'no_history') deps.history.noHistory(ws, app, channel);
-    else deps.history.attach(ws, d, app, channel, sub, plan);
+    if (plan.kind === 'no_history') return deps.history.noHistory(ws, app, channel);
+    let how: AttachHow | undefined;
+    if (algo !== null) how = { join: () => deps.delta!.release(ws, d, channel), relay: true };
+    else if (filter !== null && deps.filters) {
+      const filters = deps.filters;
+      how = { join: () => void (sub.filter = filters.add(filterTopicOf(app.id, channel, sub), ws, filter)), filter };
+    }
+    deps.history.attach(ws, d, app, channel, sub, plan, how);
   }
 
   function admitPlain(ws: Socket, d: SocketData, app: AppConfig, channel: string, type: Exclude<ChannelType, 'presence'>,
@@ -283,9 +305,9 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     subscribeTopic(ws, d, app, channel, sub, filter, algo);
     meters.app(app.id).subscription(type).inc();
     succeeded(ws, channel, '{}');
-    afterSucceeded(ws, d, app, channel, sub, plan);
+    afterSucceeded(ws, d, app, channel, sub, plan, filter, algo);
     directory.subscribe(app.id, channel);
-    replayCache(ws, d, app, channel, sub);
+    replayCache(ws, d, app, channel, sub, plan);
   }
 
   function resendSucceeded(ws: Socket, d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
@@ -335,10 +357,11 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         }
         if (type !== 'presence') d.authBy = 0; // user_authentication_timeout met (private channels succeed right below)
       }
-      // History channels are numbered by their owner: no delta stream on them (docs/history.md)
-      // (a tag-filtered subscription takes no rewind or positions: its topic is the filter's)
-      const plan: Plan = deps.history && filter === null ? deps.history.plan(app, channel, data.recover) : null;
-      const algo = deps.history?.settings.of(app.id, channel) ? null : deltaOf(ws, d, app, channel, data.delta);
+      // (a tag-filtered subscription takes a rewind and positions: the stores keep the tags)
+      const plan: Plan = deps.history && (filter === null || deps.history.filtered) ? deps.history.plan(app, channel, data.recover) : null;
+      // History channels take deltas when numbered by their owner shard, unfiltered (docs/history.md, "With delta compression")
+      const noDelta = deps.history?.settings.of(app.id, channel) && (!deps.history.deltas || filter !== null);
+      const algo = noDelta ? null : deltaOf(ws, d, app, channel, data.delta);
       if (algo === false) return;
       const admit = type === 'presence'
         ? () => joinPresence(ws, d, app, channel, data.channel_data as string, filter, algo, plan)

@@ -23,7 +23,7 @@ export interface Subscription {
    * before it joins a topic; `serial`: it asked for positions (`recover`), so it is on the
    * channel's serial topic (frames with __serial) instead of the plain one.
    */
-  history?: { serial: boolean };
+  history?: { serial: boolean; attached?: boolean };
 }
 
 /** A signed-in socket's watchlist (ws/watchlist.ts). */

@@ -3,11 +3,11 @@
 // coordinator's failure).
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
+import { freePort } from '../helpers/net';
 import { eventually } from '../helpers/server';
 
 const BIN = path.resolve(__dirname, '..', '..', '..', 'bin', 'ringcast.js');
@@ -15,8 +15,56 @@ const BIN = path.resolve(__dirname, '..', '..', '..', 'bin', 'ringcast.js');
 /** Cluster health of the nodes of these tests: a dead node is declared failed within ~1.2 s. */
 export const HEALTH = { enabled: true, heartbeat_interval_ms: 200, node_timeout_ms: 1000, cleanup_interval_ms: 200 };
 
-/** Starts `ringcast start` with this config; resolves once it accepts WebSocket connections. */
-export async function startChild(t: Test, config: object, port: number): Promise<ChildProcess> {
+/**
+ * Whether process `pid` holds the listening TCP socket of 127.0.0.1:`port` (Linux /proc: the
+ * socket's inode in /proc/net/tcp, among the process's open files). A connection that
+ * succeeds says only that *something* listens there.
+ */
+function listensOn(pid: number, port: number): boolean {
+  const local = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = new Set<string>();
+  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f[1] === local && f[3] === '0A') inodes.add(`socket:[${f[9]}]`); // 0A: LISTEN
+  }
+  if (inodes.size === 0) return false;
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return false; // exited
+  }
+  return fds.some((fd) => {
+    try {
+      return inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`));
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
+ * Starts `ringcast start` with `config(port)`; resolves once the child itself listens on the
+ * port (it accepts WebSocket connections). Without `opts.port` a free port is picked, and
+ * picked again when the child exits before it listens (another process took the port
+ * between freePort and the child's bind: a child boots for a second or more). With
+ * `opts.port` (a node started again on its port) that port or a failure.
+ */
+export async function startChild(t: Test, config: (port: number) => object, opts: { port?: number } = {}): Promise<{ child: ChildProcess; port: number }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = opts.port ?? await freePort();
+    const child = spawnChild(t, config(port));
+    const exited = () => child.exitCode !== null || child.signalCode !== null;
+    // a whole process starting on a loaded machine
+    await eventually(() => exited() || listensOn(child.pid!, port), 30_000, `the child node to listen on ${port}`);
+    if (!exited()) return { child, port };
+    if (opts.port !== undefined || attempt >= 5) {
+      throw new Error(`the child node exited (${child.exitCode ?? child.signalCode}) before it listened on ${port}`);
+    }
+  }
+}
+
+function spawnChild(t: Test, config: object): ChildProcess {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-node-'));
   const file = path.join(dir, 'config.yaml');
   writeFileSync(file, JSON.stringify(config)); // YAML is a superset of JSON
@@ -27,11 +75,6 @@ export async function startChild(t: Test, config: object, port: number): Promise
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   });
-  await eventually(() => new Promise<boolean>((resolve) => {
-    const s = net.connect(port, '127.0.0.1');
-    s.once('connect', () => { s.destroy(); resolve(true); });
-    s.once('error', () => resolve(false));
-  }), 15_000, 'the child node to listen');
   return child;
 }
 

@@ -1,4 +1,5 @@
 // test-modes: once (its nodes have fixed shard counts)
+// test-split: BACKENDS (every test is inside the loop over the backends: one process per backend)
 // Two ringcast nodes (each with 2 shards) behind one backend, for every backend: a
 // publish on either node reaches both nodes' subscribers once and in order, socket_id
 // exclusion crosses nodes, client events cross nodes, nodes see each other and forget a

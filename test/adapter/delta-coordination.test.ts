@@ -1,4 +1,5 @@
 // test-modes: once (its nodes have fixed shard counts)
+// test-split: LOGIC_BACKENDS (every test is inside the loop over the backends: one process per backend)
 // delta_compression.cluster_coordination on real backends (redis, nats): two nodes with
 // delta and plain clients on both, events published on both nodes. The delta clients of
 // every node get their full messages at the same seq positions (every interval + 1-th

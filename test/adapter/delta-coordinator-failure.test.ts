@@ -1,4 +1,5 @@
 // test-modes: once (its nodes have fixed shard counts)
+// test-split: LOGIC_BACKENDS (every test is inside the loop over the backends: one process per backend)
 // delta_compression.cluster_coordination when the coordinator dies (kill -9): node A's
 // events wait for a position at most 1 s, then A decides locally (counted) and keeps
 // deciding locally without waiting; once cluster health declares the coordinator failed,
@@ -8,7 +9,6 @@
 // A: the older node has the smaller id (ids start with the start time).
 
 import t from 'tap';
-import { freePort } from '../helpers/net';
 import { APP, eventually, startServer } from '../helpers/server';
 import { Books, core, DeltaClient, positions, rng } from '../delta/clients';
 import { metric } from '../faults/api';
@@ -28,8 +28,7 @@ for (const name of BACKENDS) {
     };
     // the child first: node ids start with the start time (adapter/cluster.ts), so the
     // older node, the child, has the smaller id and is the coordinator
-    const port = await freePort();
-    const child = await startChild(t, { ...cfg, host: '127.0.0.1', port, log: { level: 'error' }, apps: [{ ...APP }] }, port);
+    const { child } = await startChild(t, (port) => ({ ...cfg, host: '127.0.0.1', port, log: { level: 'error' }, apps: [{ ...APP }] }));
     const a = await startServer({ ...cfg, metrics: { enabled: true, port: 0, host: '127.0.0.1' } });
     const nodeA = a;
     t.teardown(() => nodeA.stop());

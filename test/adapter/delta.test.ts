@@ -1,4 +1,5 @@
 // test-modes: once (its nodes have fixed shard counts)
+// test-split: LOGIC_BACKENDS (every test is inside the loop over the backends: one process per backend)
 // A publish's `"delta": true|false` crosses nodes (channels/bridge.ts, adapter/wire.ts):
 // published on node A, it reaches a delta subscriber on node B as the publisher asked — a
 // full message for `"delta": false` where the configuration would send a delta, a delta

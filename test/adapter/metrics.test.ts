@@ -12,10 +12,8 @@
 // and message_send_errors_total on one node: a client that stops reading and keeps sending
 // pusher:ping gets its pongs dropped by uWS once its queue is past the cap (each counted).
 
-import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
 import { startNode } from '../helpers/cluster';
-import { freePort } from '../helpers/net';
 import { APP, eventually, RawClient, startServer, type TestServer } from '../helpers/server';
 import { metric, publish } from '../faults/api';
 import { TcpWs } from '../faults/raw-ws';
@@ -47,8 +45,7 @@ for (const name of ['redis', 'nats'] as const) {
     t.equal(await m('cluster_nodes_active'), 1, 'cluster_nodes_active: 1 alone');
     t.equal(await m('adapter_publish_total'), 0, 'adapter_publish_total: nothing published yet');
 
-    const portB = await freePort();
-    const child: ChildProcess = await startChild(t, { ...cfg, host: '127.0.0.1', port: portB, log: { level: 'error' } }, portB);
+    const { child, port: portB } = await startChild(t, (port) => ({ ...cfg, host: '127.0.0.1', port, log: { level: 'error' } }));
     await until(a, 'cluster_nodes_active', (v) => v === 2, 'to be 2 with node B');
     t.pass('cluster_nodes_active: 2 with node B');
 

@@ -1,11 +1,11 @@
 // test-modes: once (its nodes have fixed shard counts)
+// test-split: LOGIC_BACKENDS (every test is inside the loop over the backends: one process per backend)
 // kill -9 of a node with presence members: the surviving node removes them (member_removed
 // once to its clients) within node_timeout_ms + cleanup_interval_ms, counts the failure,
 // and a node started again on the same port rejoins cleanly. The dying node is a real
 // `ringcast start` child process (bin/ringcast.js; needs tsc first), for every backend.
 
 import t from 'tap';
-import { freePort } from '../helpers/net';
 import { APP, eventually, RawClient, startServer, type Frame } from '../helpers/server';
 import { settle } from '../helpers/settle';
 import { ownerOf } from '../../src/channels/owner';
@@ -25,9 +25,8 @@ for (const name of BACKENDS) {
     const cfg = { ...backend.config(), workers: 2, apps: [{ ...APP, webhooks: hooks }] };
     const a = await startServer({ ...cfg, adapter: { ...cfg.adapter, cluster_health: HEALTH } });
     t.teardown(() => a.stop());
-    const port = await freePort();
-    const childConfig = { ...cfg, host: '127.0.0.1', port, log: { level: 'error' }, adapter: { ...cfg.adapter, cluster_health: HEALTH } };
-    const child = await startChild(t, childConfig, port);
+    const childConfig = (port: number) => ({ ...cfg, host: '127.0.0.1', port, log: { level: 'error' }, adapter: { ...cfg.adapter, cluster_health: HEALTH } });
+    const { child, port } = await startChild(t, childConfig);
     await eventually(() => a.server.cluster!.nodes().length === 2, 10_000, 'node A to see the child node');
 
     const channel = `presence-failure-${name}`;
@@ -67,7 +66,7 @@ for (const name of BACKENDS) {
     t.equal(hooked('channel_vacated', channel), 0, 'the watcher\'s channel is still occupied');
 
     // the node comes back on the same port: it rejoins, its members are seen again
-    await startChild(t, childConfig, port);
+    await startChild(t, childConfig, { port });
     await eventually(() => a.server.cluster!.nodes().length === 2, 10_000, 'node A to see the restarted node');
     const again = await RawClient.connect(`ws://127.0.0.1:${port}/app/${APP.key}?protocol=7`);
     t.teardown(() => again.close().catch(() => undefined));

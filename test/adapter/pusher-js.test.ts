@@ -1,4 +1,5 @@
 // test-modes: once (its nodes have fixed shard counts)
+// test-split: LOGIC_BACKENDS (every test is inside the loop over the backends: one process per backend)
 // Unmodified pusher-js clients connected to different nodes of a cluster, and the `pusher`
 // SDK publishing to one of them: what an application sees when a load balancer spreads
 // its users over the nodes. Public events, socket_id exclusion, presence (members on both

@@ -1,3 +1,4 @@
+// test-modes: once (the Redis publisher's in-flight cap is the primary's)
 // The Redis publisher's in-flight cap (MAX_PUBLISHES_IN_FLIGHT commands /
 // MAX_PUBLISH_BUFFER_BYTES) on a Redis Cluster (adapter.driver redis-cluster: sharded
 // pub/sub, SPUBLISH through the node clients of an ioredis Cluster), as

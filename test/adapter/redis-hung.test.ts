@@ -1,3 +1,4 @@
+// test-modes: once (the Redis publisher's in-flight cap is the primary's)
 // A hung Redis (SIGSTOP: connections open, nothing answered) does not make the adapter's
 // publisher queue without bound: past MAX_PUBLISHES_IN_FLIGHT unanswered commands a
 // publish fails fast (false; the cluster counts adapter_errors_total and logs, rate

@@ -1,4 +1,5 @@
 // test-modes: once (its nodes have fixed shard counts)
+// test-split: LOGIC_BACKENDS (every test is inside the loop over the backends: one process per backend)
 // Watchlists across nodes (adapter/watchlist.ts), for every backend: a user is online
 // while it has a signed-in connection on any node; each watcher, whatever its node, hears
 // `online` once when the first connection of the cluster signs in and `offline` once when
@@ -18,7 +19,6 @@
 
 import t, { type Test } from 'tap';
 import { userOwnerOf } from '../../src/channels/users';
-import { freePort } from '../helpers/net';
 import { APP, eventually, RawClient, startServer, type Frame, type TestServer } from '../helpers/server';
 import { startNodePair } from '../helpers/cluster';
 import { LOGIC_BACKENDS as BACKENDS, startBackend, type Backend } from './backends';
@@ -120,8 +120,7 @@ for (const name of BACKENDS) {
     const watcher = await connect(t, a.wsUrl());
     await signin(a, watcher, { id: 'wanda', watchlist: ['doomed'] });
 
-    const port = await freePort();
-    const child = await startChild(t, { ...cfg, host: '127.0.0.1', port, log: { level: 'error' } }, port);
+    const { child, port } = await startChild(t, (port) => ({ ...cfg, host: '127.0.0.1', port, log: { level: 'error' } }));
     await eventually(() => a.server.cluster!.nodes().length === 2, 10_000, 'node A to see the child node');
     const childUrl = `ws://127.0.0.1:${port}/app/${APP.key}?protocol=7`;
     const onChild = await connect(t, childUrl);

@@ -1,4 +1,5 @@
 // test-modes: once (its nodes have fixed shard counts)
+// test-split: LOGIC_BACKENDS (every test is inside the loop over the backends: one process per backend)
 // Webhooks over a cluster, exactly once per cluster-wide transition, when two nodes make
 // the same transition at the same moment: the same users join one presence channel
 // through both nodes at once and leave at once; the same channels get their first

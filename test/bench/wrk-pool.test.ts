@@ -1,3 +1,4 @@
+// test-modes: once (the benchmark's request pool, not a server behaviour)
 // The benchmark's pre-signed request pool (bench/harness/wrk.ts), against a real server:
 // every request is distinct and accepted as sent (200), the one for a channel reaches
 // that channel's subscriber, and the pool file is what replay.lua reads. With wrk

@@ -141,3 +141,22 @@ t.test('cluster rebuild: remote state arrives quietly; finishRebuild reports the
   owner.nodeGone('n2');
   t.same(sent, [[0, { type: 'watchlist', app: 'a', op: 'offline', userIds: ['remote'] }]], 'events flow after the rebuild');
 });
+
+t.test('reconcileShard: a shard\'s reported connections replace its part, with the transitions', async (t) => {
+  const { s, sent } = store();
+  s.watch('a', ['bob', 'carol', 'dan'], 1);
+  s.conn('a', 'bob', 0, 1);
+  s.conn('a', 'bob', 2, 1);
+  s.conn('a', 'carol', 0, 1);
+  sent.length = 0;
+  // shard 0 reports: bob gone (a lost −1), carol twice (a lost +1), dan once (a lost +1)
+  t.equal(s.reconcileShard(0, [['a', 'carol', 2], ['a', 'dan', 1]]), 3, 'three counts differed');
+  t.same(sent, [[1, 'online', ['dan']]], 'dan online; bob still on shard 2, carol already online');
+  t.equal(s.reconcileShard(0, [['a', 'carol', 2], ['a', 'dan', 1]]), 0, 'the same report again: nothing');
+  sent.length = 0;
+  t.equal(s.reconcileShard(2, []), 1, 'shard 2 holds nothing now');
+  t.same(sent, [[1, 'offline', ['bob']]], 'bob offline, once');
+  s.unwatch('a', ['bob', 'carol', 'dan'], 1);
+  t.equal(s.reconcileShard(0, []), 2);
+  t.equal(s.size, 0, 'records without connections or watchers are dropped');
+});

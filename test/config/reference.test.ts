@@ -9,7 +9,7 @@ import t from 'tap';
 import { defaultRawTree } from '../../src/config/defaults';
 import { APP_ENV_VARS, ENV_VARS } from '../../src/config/env';
 import { generatedFiles, jsonSchema, markdownReference, undocumented } from '../../src/config/reference';
-import { AppSchema } from '../../src/config/schema';
+import { AppSchema } from '../../src/config/app-schema';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 type Node = Record<string, any>;

@@ -1,3 +1,4 @@
+// test-modes: once (the console's history view reads the channel's owner like REST history; across shards: history/rest)
 // The console's view of a history channel (GET /api/apps/:id/history, read from the
 // channel's owner as the REST history route is): stored messages with epoch, serial,
 // event, data and time, paged; a console publish on a history channel is numbered and

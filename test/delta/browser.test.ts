@@ -1,3 +1,4 @@
+// test-modes: once (the browser side of the delta client; delta across shards: delta/client)
 // client/ in headless Chromium (Debian `chromium`, driven by playwright-core) against a
 // real server: pusher-js's browser build, the client modules as shipped (ES modules,
 // `fossil-delta` resolved by an import map).
@@ -29,7 +30,7 @@ const serve = (t: Test): Promise<string> => serveSite(t, {
 
 // scripts/deps.sh (make test) installs Debian's chromium: without it launchChromium fails naming it, never a skip
 t.test('client/delta.js in Chromium decodes Fossil deltas for channel.bind()', async (t) => {
-  const srv = await startServer({});
+  const srv = await startServer({ delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const browser = await launchChromium(t);
   const page = await browser.newPage();
@@ -63,7 +64,7 @@ t.test('client/delta.js in Chromium decodes Fossil deltas for channel.bind()', a
 });
 
 t.test('client/index.js in Chromium: a tag-filtered subscription gets only the matching events', async (t) => {
-  const srv = await startServer({ tag_filtering: { enabled: true } });
+  const srv = await startServer({ tag_filtering: { enabled: true }, delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const browser = await launchChromium(t);
   const page = await browser.newPage();

@@ -168,7 +168,7 @@ t.test(`conflation key: a late filtered subscriber gets its filter's cache sync 
 });
 
 t.test(`a filtered delta subscriber that reports pusher:delta_sync_error restarts in full (seed ${SEED})`, async (t) => {
-  const srv = await startServer({ tag_filtering: { enabled: true } });
+  const srv = await startServer({ tag_filtering: { enabled: true }, delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const plain = await DeltaClient.open(srv, null);
   const c = await DeltaClient.open(srv, new core.DeltaDecoder());
@@ -213,7 +213,7 @@ t.test(`a filtered delta subscriber that reports pusher:delta_sync_error restart
 });
 
 t.test('a filtered subscription made before the opt-in stays filtered after an unsubscribe and a new plain subscribe', async (t) => {
-  const srv = await startServer({ tag_filtering: { enabled: true } });
+  const srv = await startServer({ tag_filtering: { enabled: true }, delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const c = await DeltaClient.open(srv, new core.DeltaDecoder());
   const plain = await DeltaClient.open(srv, null);

@@ -1,3 +1,4 @@
+// test-modes: once (the delta metrics are the sequencer's; the scrape across shards: metrics/metrics)
 // messages_sent_total / message_bytes_sent_total (spec "Metrics") count delta and filtered
 // deliveries with the bytes actually sent: a pusher:delta frame counts as
 // event="pusher:delta" with its own size, a full message to a delta socket (late joiner,

@@ -1,3 +1,4 @@
+// test-modes: once (the options act in the delta sequencer, one thread whatever the shard count; delta across shards: delta/client, history/delta)
 // Every delta option and request shape, through a real server: the global options
 // (full_message_interval, min_message_size, omit_delta_algorithm, pool_size,
 // max_channel_states_per_socket, max_state_age_secs, enabled), app channel patterns,
@@ -93,7 +94,7 @@ t.test('resolution: patterns, per-subscription delta, encrypted channels, standa
 });
 
 t.test('presence member events reach delta subscribers; unsubscribe stops deltas', async (t) => {
-  const srv = await startServer({});
+  const srv = await startServer({ delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const c = await DeltaClient.open(srv, new core.DeltaDecoder());
   const other = await DeltaClient.open(srv, null);
@@ -146,7 +147,7 @@ t.test('delta_compression.enabled false: enable answers enabled false, no sequen
 });
 
 t.test('client events: the sender is excluded and steps out; the others decode them', async (t) => {
-  const srv = await startServer({});
+  const srv = await startServer({ delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const ch = 'private-chat';
   const sender = await DeltaClient.open(srv, new core.DeltaDecoder());

@@ -1,3 +1,4 @@
+// test-modes: once (the delta pool's queue is the sequencer's, one thread whatever the shard count)
 // delta_compression.pool_max_queue: the delta pool (pool_size > 0, piscina) holds at most
 // that many deltas waiting for a thread; one more is refused at once and its message
 // goes out in full (the client reconstructs the same events), counted in

@@ -1,3 +1,4 @@
+// test-modes: once (conflation and reconstruction are the sequencer's, one thread whatever the shard count; delta across shards: delta/client)
 // Byte-exact reconstruction: for random streams, every delta client reconstructs exactly
 // the envelopes a plain client receives (both algorithms, interleaved events, conflation
 // keys, tags with enable_tags, late joiners, sync errors), through a real server

@@ -13,7 +13,7 @@ import { Books, core, DeltaClient, rng } from './clients';
 process.env.RINGCAST_TEST_HOOKS = '1';
 
 t.test('the sequencer follows a shard restart', async (t) => {
-  const srv = await startServer({ workers: 4 });
+  const srv = await startServer({ workers: 4, delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const channel = 'ticker';
   const clients: DeltaClient[] = [];

@@ -1,3 +1,4 @@
+// test-modes: once (each shard sweeps its own sockets' deadlines with the same code: one shard shows it)
 // Authorised connections (app user_authentication_timeout, 2 s here): a connection that has neither
 // signed in nor subscribed to a private or presence channel in time is closed with 4009.
 //

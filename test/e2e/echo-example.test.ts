@@ -1,3 +1,4 @@
+// test-modes: once (the example as a user runs it; the server paths it uses run with 1 and 4 shards elsewhere)
 // examples/echo-client.ts (Laravel Echo 2, broadcaster pusher), run against a test server
 // that keeps history as the shipped config.yaml says, instead of :6001.
 

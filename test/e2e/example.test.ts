@@ -1,3 +1,4 @@
+// test-modes: once (the example as a user runs it; the server paths it uses run with 1 and 4 shards elsewhere)
 // examples/presence-chat.ts, run against a test server instead of :6001.
 
 import net from 'node:net';

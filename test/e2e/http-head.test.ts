@@ -1,3 +1,4 @@
+// test-modes: once (one request on one kept-alive connection, answered by the shard that reads it)
 // HEAD on an unknown route: 404 without a body, so the next answer on the same
 // kept-alive connection is intact.
 import net from 'node:net';

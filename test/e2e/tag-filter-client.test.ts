@@ -46,7 +46,7 @@ async function publish(srv: TestServer, channel: string): Promise<void> {
 
 t.test(`client: filtered and plain subscribers on one channel (${WORKERS} workers)`, async (t) => {
   const { ringcast, Filter } = await load();
-  const srv = await startServer({ tag_filtering: { enabled: true } });
+  const srv = await startServer({ tag_filtering: { enabled: true }, delta_compression: { enabled: true } });
   const clients: PusherJS[] = [];
   const make = () => {
     const p = pusherJs(srv.port);
@@ -107,7 +107,7 @@ t.test(`client: filtered and plain subscribers on one channel (${WORKERS} worker
 
 t.test('client: an invalid filter is the channel\'s subscription_error', async (t) => {
   const { ringcast } = await load();
-  const srv = await startServer({ tag_filtering: { enabled: true } });
+  const srv = await startServer({ tag_filtering: { enabled: true }, delta_compression: { enabled: true } });
   const p = pusherJs(srv.port);
   try {
     const client = ringcast(p);

@@ -1,3 +1,4 @@
+// test-modes: once (TLS is terminated by each shard's listener, the same code on every shard)
 // TLS: ssl.enabled serves wss:// and https:// from the same port with the given PEM files.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';

@@ -1,3 +1,4 @@
+// test-modes: once (one socket's lifecycle on its shard, the same code on every shard; delivery across shards: cross-shard, bridge, interest-race)
 // WebSocket connection lifecycle against PROTOCOL.md "Connection" and "Error codes":
 // connection_established, ping/pong, the proto: spellings, activity pings (4201),
 // refusals at connect (4001, 4003, 4004, 4009 origins), malformed frames (4000),

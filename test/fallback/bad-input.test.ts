@@ -1,3 +1,4 @@
+// test-modes: once (the fallback routes' answers to bad input, the same code on every shard)
 // The HTTP fallback endpoints against raw HTTP: every bad input gets a clear status and
 // message, the session it names (if any) is untouched, and client-controlled resources are
 // bounded. Workers 1 and 4 (RINGCAST_TEST_WORKERS): with 4, most requests are relayed to

@@ -1,3 +1,4 @@
+// test-modes: once (the browser side of the fallback transports; sessions across shards: fallback/pusher-js)
 // Stock pusher-js 8 (its browser build) in headless Chromium on a page that removes
 // `window.WebSocket` and `window.MozWebSocket` before pusher-js loads, as a locked-down
 // browser would: pusher-js falls back to HTTP on its own (xhr_streaming; then, forced

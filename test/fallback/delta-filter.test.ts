@@ -1,3 +1,4 @@
+// test-modes: once (fallback sessions against their WebSocket twins on one server; sessions across shards: fallback/pusher-js)
 // Delta compression and tag filters where the client opts in, over the HTTP fallback
 // transports: stock pusher-js in Node forced onto xhr_streaming, then xhr_polling, with the
 // shipped client modules (client/delta.js decodes pusher:delta, client/index.js sends a
@@ -68,7 +69,7 @@ const ends = (got: Got) => got.filter((g) => g[1] === 'end').length;
 
 for (const transport of FALLBACK_TRANSPORTS) {
   t.test(`delta and tag filters over ${transport} (workers ${WORKERS}): what a WebSocket client gets`, async (t) => {
-    const srv = await startServer({ tag_filtering: { enabled: true }, http_fallback: { disconnect_delay: 1 } });
+    const srv = await startServer({ tag_filtering: { enabled: true }, delta_compression: { enabled: true }, http_fallback: { disconnect_delay: 1 } });
     t.teardown(() => srv.stop());
     const http = () => srv.track(fallbackClient(srv.port, transport));
     const ws = () => srv.track(pusherJs(srv.port));
@@ -120,7 +121,7 @@ for (const transport of FALLBACK_TRANSPORTS) {
   });
 
   t.test(`a delta that cannot be applied over ${transport} (workers ${WORKERS}): the sync error goes through xhr_send, the stream restarts in full`, async (t) => {
-    const srv = await startServer({ http_fallback: { disconnect_delay: 1 } });
+    const srv = await startServer({ delta_compression: { enabled: true }, http_fallback: { disconnect_delay: 1 } });
     t.teardown(() => srv.stop());
     const [plain, httpDelta] = await Promise.all([
       setUp(srv.track(pusherJs(srv.port)), { delta: false, filter: false, ticker: true }),

@@ -12,10 +12,16 @@
 //  2. owner shard 1 → shard 0 full: a member_added and a subscription_count event to
 //     shard 0 are dropped. Once shard 0 reads again its watcher gets member_added and its
 //     subscriber the new subscription_count.
+//  3. owner shard 1 → the primary full (the primary stops reading: testPauseBus(shards)),
+//     filled with client_event webhook reports: the channel_vacated and member_removed
+//     reports are dropped. Once the primary reads again, the owner's next webhook_sync has
+//     the primary's ledger send each once (owner_reconcile_corrections_total{kind="webhook"}).
 // Runs with 2 shards (4 under RINGCAST_TEST_WORKERS=4).
 
 import t from 'tap';
-import { APP, WORKERS, eventually, startServer, type Frame } from '../helpers/server';
+import type { ConfigInput } from '../../src/config';
+import { userOwnerOf } from '../../src/channels/users';
+import { APP, WORKERS, eventually, startServer, type Frame, type RawClient, type TestServer } from '../helpers/server';
 import { startReceiver } from '../webhooks/receiver';
 import { metric, signedGet } from './api';
 import { LONG, clientsOn, fillFrom, ownedBy } from './shards';
@@ -30,19 +36,24 @@ const WITHIN = INTERVAL + 3000;
 
 const dataOf = (f: Frame): any => typeof f.data === 'string' ? JSON.parse(f.data) : f.data;
 
+const OCCUPANCY = ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'];
+
+/** A server of `SHARDS` shards reconciling every INTERVAL, its webhooks to `hooksUrl` one at a time. */
+function reconcileServer(hooksUrl: string, o: { spill: number; eventTypes: string[]; app?: Record<string, unknown>; extra?: ConfigInput }): Promise<TestServer> {
+  return startServer({
+    workers: SHARDS,
+    bus: { ring_bytes: 64 * 1024, max_spill_bytes: o.spill, owner_reconcile_interval_ms: INTERVAL },
+    metrics: { enabled: true, port: 0, host: '127.0.0.1' },
+    webhooks: { concurrency: 1 },
+    apps: [{ ...APP, max_client_events_per_second: 1_000_000, ...o.app, webhooks: [{ url: hooksUrl, event_types: o.eventTypes }] }],
+    ...o.extra,
+  });
+}
+
 t.test('owner state converges within one interval after lost notices', async (t) => {
   const hooks = await startReceiver();
   t.teardown(() => hooks.close());
-  const srv = await startServer({
-    workers: SHARDS,
-    bus: { ring_bytes: 64 * 1024, max_spill_bytes: 1024 * 1024, owner_reconcile_interval_ms: INTERVAL },
-    metrics: { enabled: true, port: 0, host: '127.0.0.1' },
-    webhooks: { concurrency: 1 },
-    apps: [{
-      ...APP, max_client_events_per_second: 1_000_000, subscription_count_events: true,
-      webhooks: [{ url: hooks.url, event_types: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }],
-    }],
-  });
+  const srv = await reconcileServer(hooks.url, { spill: 1024 * 1024, eventTypes: OCCUPANCY, app: { subscription_count_events: true } });
   t.teardown(() => srv.stop());
   const mport = srv.server.metricsPort!;
   const corrections = (kind: string) => metric(mport, 'owner_reconcile_corrections_total', { kind });
@@ -138,4 +149,107 @@ t.test('owner state converges within one interval after lost notices', async (t)
     t.same(hookLines(only), ['channel_occupied', 'channel_vacated'], `${only}: vacated once`);
     t.same(hookLines(pres1), ['channel_occupied', 'member_added w', 'member_added p', 'member_removed p'], `${pres1}: member_removed p once`);
   });
+});
+
+t.test('lost webhook reports to the primary are re-decided once', async (t) => {
+  const hooks = await startReceiver();
+  t.teardown(() => hooks.close());
+  // a spill of 64 KiB: the ring to the primary fills with a few dozen client events
+  const srv = await reconcileServer(hooks.url, { spill: 64 * 1024, eventTypes: [...OCCUPANCY, 'client_event'], extra: { event_limits: { max_payload_in_kb: 16 } } });
+  t.teardown(() => srv.stop());
+  const mport = srv.server.metricsPort!;
+  const corrections = (kind: string) => metric(mport, 'owner_reconcile_corrections_total', { kind });
+  const hookLines = (channel: string) => hooks.events().filter((e) => e.channel === channel).map((e) => `${String(e.name)}${e.user_id ? ` ${String(e.user_id)}` : ''}`);
+  const only = ownedBy(`rc-wh-${LONG}`, OWNER, SHARDS);
+  const pres = ownedBy(`presence-rc-wh-${LONG}`, OWNER, SHARDS);
+  const mark = ownedBy('rc-wh-mark', OWNER, SHARDS);
+  const [a, p, receiver] = await clientsOn(srv, OTHER, 3);
+  const [watcher, sender] = await clientsOn(srv, OWNER, 2);
+  await a.subscribe(only);
+  await watcher.subscribeAuthed(pres, { user_id: 'w3' });
+  await p.subscribeAuthed(pres, { user_id: 'p3' });
+  await hooks.until(() => hookLines(only).includes('channel_occupied') && hookLines(pres).includes('member_added p3'), 10_000, 'the first webhooks');
+  await receiver.subscribeAuthed('private-wh');
+  await sender.subscribeAuthed('private-wh');
+  const dropped = () => metric(mport, 'bus_full_total', { source: 'webhook' });
+  const correctedBefore = await corrections('webhook');
+
+  await srv.server.testPauseBus(SHARDS, 60_000); // the primary
+  // client_event reports from the owner shard fill its ring to the primary: 4 KB events,
+  // then empty ones (one report each) until one is refused; the reports naming the
+  // LONG channels are larger than the room left
+  let sent = 0;
+  for (const pad of ['f'.repeat(4000), '']) {
+    const before = await dropped();
+    while (await dropped() === before) {
+      if (++sent > 2000) throw new Error('2000 client events and the ring to the primary did not fill');
+      sender.send({ event: 'client-f', channel: 'private-wh', data: pad });
+      await sender.sync(30_000);
+    }
+  }
+  const before = await dropped();
+  a.send({ event: 'pusher:unsubscribe', data: { channel: only } });
+  p.send({ event: 'pusher:unsubscribe', data: { channel: pres } });
+  await a.sync();
+  await p.sync();
+  await watcher.event('pusher_internal:member_removed', pres, 5000);
+  await eventually(async () => await dropped() >= before + 1, 5000, 'the reports to the primary to be dropped');
+  await srv.server.testPauseBus(SHARDS, 0);
+  const resumed = Date.now();
+
+  await hooks.until(() => hookLines(only).includes('channel_vacated') && hookLines(pres).includes('member_removed p3'), WITHIN + 10_000, 'the lost webhooks');
+  t.comment(`${sent} client events filled the ring; the lost webhooks came ${Date.now() - resumed} ms after the primary read again`);
+  t.ok(await corrections('webhook') >= correctedBefore + 2, 'owner_reconcile_corrections_total{kind="webhook"}: both re-decided by the primary');
+  // once: a later transition of the same owner, after at least one more sync, is the marker
+  await eventually(() => Date.now() - resumed > 2 * INTERVAL, 3 * INTERVAL + 1000, 'two intervals');
+  await receiver.subscribe(mark);
+  receiver.send({ event: 'pusher:unsubscribe', data: { channel: mark } });
+  await hooks.until(() => hookLines(mark).includes('channel_vacated'), 10_000, 'the marker channel_vacated');
+  t.same(hookLines(only), ['channel_occupied', 'channel_vacated'], `${only}: vacated once`);
+  t.same(hookLines(pres), ['channel_occupied', 'member_added w3', 'member_added p3', 'member_removed p3'], `${pres}: member_removed p3 once`);
+});
+
+// Watchlists (channels/users.ts): a signed-in connection's close is told to the user's
+// owner shard with a `user_conn -1` notice; a full ring drops it, and the user stayed
+// online for its watchers for good. The shard's report now carries its signed-in
+// connections per user: the owner sets the count and tells the watcher offline.
+t.test('a lost user_conn −1: the watcher is told offline', async (t) => {
+  const hooks = await startReceiver();
+  t.teardown(() => hooks.close());
+  const srv = await reconcileServer(hooks.url, { spill: 1024 * 1024, eventTypes: OCCUPANCY, app: { enable_watchlist_events: true } });
+  t.teardown(() => srv.stop());
+  const mport = srv.server.metricsPort!;
+  let user = '';
+  for (let k = 0; userOwnerOf(APP.id, user, SHARDS) !== OWNER || user === ''; k++) user = `u-${LONG}-${k}`;
+  const [c, sender] = await clientsOn(srv, OTHER, 2);
+  const [watcher, receiver] = await clientsOn(srv, OWNER, 2);
+  const signin = async (x: RawClient, u: { id: string; watchlist?: string[] }) => {
+    x.send({ event: 'pusher:signin', data: srv.sdk().authenticateUser(x.socketId, u) });
+    await x.event('pusher:signin_success');
+  };
+  const told = (op: string) => watcher.frames.some((f) => f.event === 'pusher_internal:watchlist_events' &&
+    (JSON.parse(f.data as string) as { events: { name: string; user_ids: string[] }[] }).events.some((e) => e.name === op && e.user_ids.includes(user)));
+  await signin(watcher, { id: 'watcher', watchlist: [user] });
+  await signin(c, { id: user });
+  await eventually(() => told('online'), 5000, 'the watcher to be told online');
+  await receiver.subscribeAuthed('private-fill-u');
+  await sender.subscribeAuthed('private-fill-u');
+  const dropsBefore = await metric(mport, 'bus_full_total', { source: 'owner' });
+
+  await srv.server.testPauseBus(OWNER, 60_000);
+  await fillFrom(sender, 'private-fill-u');
+  await c.close();
+  await eventually(async () => await metric(mport, 'bus_full_total', { source: 'owner' }) > dropsBefore, 5000, 'the user_conn −1 to be dropped');
+  await srv.server.testPauseBus(OWNER, 0);
+  const resumed = Date.now();
+  await eventually(() => told('offline'), WITHIN, 'the watcher to be told offline within one interval');
+  t.comment(`offline told ${Date.now() - resumed} ms after the owner read again`);
+  t.ok(await metric(mport, 'owner_reconcile_corrections_total', { kind: 'user' }) >= 1, 'owner_reconcile_corrections_total{kind="user"}');
+  // once: a later sign-in of the user is the marker (online, after one offline)
+  const [c2] = await clientsOn(srv, OTHER, 1);
+  await signin(c2, { id: user });
+  await eventually(() => watcher.frames.filter((f) => f.event === 'pusher_internal:watchlist_events').length >= 3, 5000, 'the marker online');
+  const ops = watcher.frames.filter((f) => f.event === 'pusher_internal:watchlist_events')
+    .flatMap((f) => (JSON.parse(f.data as string) as { events: { name: string }[] }).events.map((e) => e.name));
+  t.same(ops, ['online', 'offline', 'online'], 'the watcher: online, offline once, online again');
 });

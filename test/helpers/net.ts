@@ -13,3 +13,12 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** Whether `port` on 127.0.0.1 can be bound now (bound, then released). */
+export function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}

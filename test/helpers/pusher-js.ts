@@ -62,6 +62,11 @@ export function collect<T = unknown>(ch: Channel, event: string) {
 }
 
 /** Subscribes to every channel, recording the `i` of each `event`'s data per channel; resolves once every subscription succeeded. */
+/** Publishes `{"i": i}` as event `msg` on every channel for i = from…to, one batch per i, each answered before the next (the numbers subscribeNumbered reads). */
+export async function publishNumbered(sdk: { triggerBatch(batch: { channel: string; name: string; data: string }[]): Promise<unknown> }, channels: string[], from: number, to: number): Promise<void> {
+  for (let i = from; i <= to; i++) await sdk.triggerBatch(channels.map((channel) => ({ channel, name: 'msg', data: JSON.stringify({ i }) })));
+}
+
 export async function subscribeNumbered(c: PusherJS, channels: string[], event = 'msg'): Promise<Map<string, number[]>> {
   const got = new Map(channels.map((name) => [name, [] as number[]]));
   await Promise.all(channels.map((name) => new Promise<void>((resolve) => {

@@ -4,11 +4,11 @@
 // clear message, never a skip: `make test` installs it (scripts/deps.sh).
 
 import { spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from './net';
+import { freePort, portFree } from './net';
 import { killServer, spawnServer } from './procs';
 
 
@@ -65,14 +65,28 @@ export function redisCommand(port: number, command: string, timeoutMs = 1000, au
   });
 }
 
-async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+/** A redis-server that exited before it answered (its port taken meanwhile: freePort is a moment's answer). */
+class RedisExited extends Error {}
+
+async function until(what: string, fn: () => Promise<boolean>, timeoutMs = 10_000, gone: () => Error | null = () => null): Promise<void> {
   const end = Date.now() + timeoutMs;
   for (;;) {
+    const err = gone();
+    if (err) throw err;
     try {
       if (await fn()) return;
     } catch { /* not yet */ }
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The last lines of a log file, for an error message ('' when unreadable). */
+function lastLines(file: string, n = 3): string {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').slice(-n).join(' | ');
+  } catch {
+    return '';
   }
 }
 
@@ -96,9 +110,21 @@ export class RedisServer {
     if (opts.user) args.push('--user', opts.user.name, 'on', `>${opts.user.password}`, '~*', '&*', '+@all', '--user', 'default', 'off');
     const auth = opts.user ? { username: opts.user.name, password: opts.user.password }
       : opts.password !== undefined ? { password: opts.password } : undefined;
-    const s = new RedisServer(await freePort(), dir, args, auth);
-    await s.resume();
-    return s;
+    // A free port is free a moment ago only: another process (an outgoing connection's local
+    // port, another test's server) may take it, or a cluster node's bus port (port + 10000),
+    // before redis-server binds them; it then exits at once, and another port is tried.
+    const cluster = extra.includes('--cluster-enabled');
+    for (let attempt = 1; ; attempt++) {
+      const port = await freePort();
+      if (cluster && (port + 10_000 > 65_535 || !(await portFree(port + 10_000))) && attempt < 20) continue;
+      const s = new RedisServer(port, dir, args, auth);
+      try {
+        await s.resume();
+        return s;
+      } catch (err) {
+        if (!(err instanceof RedisExited) || attempt >= 5) throw err;
+      }
+    }
   }
 
   /** One command as the server's user (see redisCommand). */
@@ -118,11 +144,20 @@ export class RedisServer {
   /** (Re)starts the server on the same port and waits for PONG. */
   async resume(): Promise<void> {
     if (this.proc) return;
-    this.proc = spawnServer('redis-server', [
+    const log = path.join(this.dir, `redis-${this.port}.log`);
+    const proc = spawnServer('redis-server', [
       '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--dir', this.dir, '--logfile', path.join(this.dir, `redis-${this.port}.log`), ...this.extra,
+      '--dir', this.dir, '--logfile', log, ...this.extra,
     ]);
-    await until(`redis-server on port ${this.port}`, async () => (await this.command('PING')).startsWith('+PONG'));
+    this.proc = proc;
+    const exited = () => (proc.exitCode !== null || proc.signalCode !== null
+      ? new RedisExited(`redis-server on port ${this.port} exited before it answered: ${lastLines(log)}`) : null);
+    try {
+      await until(`redis-server on port ${this.port}`, async () => (await this.command('PING')).startsWith('+PONG'), 10_000, exited);
+    } catch (err) {
+      if (this.proc === proc && exited() !== null) this.proc = null;
+      throw err;
+    }
   }
 
   /** Kills the server (SIGKILL: an outage, not a clean shutdown) and waits for its exit. */

@@ -2,6 +2,7 @@
 // 127.0.0.1, real clients (raw `ws`, pusher-js, the `pusher` SDK).
 // RINGCAST_TEST_WORKERS picks the shard count (make test runs the suite with 1 and 4).
 
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import Pusher from 'pusher';
 import WebSocket from 'ws';
@@ -27,6 +28,29 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
+/** The running test file mentions delta compression anywhere (read once). */
+let fileMentionsDelta: boolean | null = null;
+
+/**
+ * Whether a test may use delta compression: it configures it (`delta_compression` or an
+ * app's `channel_delta_compression`), or its file mentions delta at all (a client's own
+ * opt-in needs no config). The delta sequencer is a thread of its own (about a third of the
+ * CPU a one-shard server takes to start and stop), so a test server starts it only then.
+ */
+function wantsDelta(overrides: ConfigInput): boolean {
+  if (overrides.delta_compression !== undefined || (overrides.apps ?? []).some((a) => a.channel_delta_compression !== undefined)) return true;
+  if (fileMentionsDelta === null) {
+    let src = '';
+    try {
+      src = readFileSync(process.argv[1] ?? '', 'utf8');
+    } catch {
+      src = 'delta'; // not a test file: keep the default
+    }
+    fileMentionsDelta = /delta/i.test(src);
+  }
+  return fileMentionsDelta;
+}
+
 export async function startServer(overrides: ConfigInput = {}): Promise<TestServer> {
   const config = loadConfig({
     env: {},
@@ -36,6 +60,7 @@ export async function startServer(overrides: ConfigInput = {}): Promise<TestServ
       workers: WORKERS,
       log: { level: 'error' },
       apps: [{ ...APP }],
+      ...(wantsDelta(overrides) ? {} : { delta_compression: { enabled: false } }),
       ...overrides,
     },
   });

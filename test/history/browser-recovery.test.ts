@@ -15,6 +15,7 @@ import t, { type Test } from 'tap';
 import type { Page } from 'playwright-core';
 import { launchChromium, PUSHER_JS_WEB, ROOT, serveSite } from '../helpers/browser';
 import { cutProxy } from '../helpers/cut-proxy';
+import { publishNumbered } from '../helpers/pusher-js';
 import { APP, WORKERS, eventually, startServer } from '../helpers/server';
 
 t.setTimeout(240_000);
@@ -106,11 +107,7 @@ for (const kind of ['pusher-js', 'laravel-echo'] as const) {
     const { px, sdk, page, errors } = await openPage(t, kind, 500);
     await evaluate(page, `Promise.all(${JSON.stringify(CHANNELS)}.map((c) => window.sub(c)))`);
     await eventually(() => evaluate<boolean>(page, `${JSON.stringify(CHANNELS)}.every((c) => window.recovery.positions.has(c))`), 10_000, 'positions');
-    const publish = async (from: number, to: number) => {
-      for (let i = from; i <= to; i++) {
-        await sdk.triggerBatch(CHANNELS.map((channel) => ({ channel, name: 'msg', data: JSON.stringify({ i }) })));
-      }
-    };
+    const publish = (from: number, to: number) => publishNumbered(sdk, CHANNELS, from, to);
     const counts = () => evaluate<number[]>(page, `${JSON.stringify(CHANNELS)}.map((c) => window.got[c].length)`);
     await publish(1, BEFORE);
     await eventually(async () => (await counts()).every((n) => n === BEFORE), 10_000, 'the first messages');

@@ -8,7 +8,7 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import type PusherJS from 'pusher-js';
 import { APP, WORKERS, eventually, startServer } from '../helpers/server';
-import { connected, pusherJs, subscribeNumbered } from '../helpers/pusher-js';
+import { connected, pusherJs, publishNumbered, subscribeNumbered } from '../helpers/pusher-js';
 import { cutProxy } from '../helpers/cut-proxy';
 
 type ClientModule = typeof import('../../client/index.js');
@@ -36,11 +36,7 @@ t.test(`withRecovery: a dropped TCP connection misses nothing (${WORKERS} worker
   const got = await subscribeNumbered(pusher, CHANNELS);
   // positions known: the recovery frame came
   await eventually(() => CHANNELS.every((c) => recovery.positions.has(c)), 5000, 'positions');
-  const publish = async (from: number, to: number) => {
-    for (let i = from; i <= to; i++) {
-      await sdk.triggerBatch(CHANNELS.map((channel) => ({ channel, name: 'msg', data: JSON.stringify({ i }) })));
-    }
-  };
+  const publish = (from: number, to: number) => publishNumbered(sdk, CHANNELS, from, to);
   await publish(1, BEFORE);
   await eventually(() => CHANNELS.every((c) => got.get(c)!.length === BEFORE), 5000, 'the first messages');
 

@@ -1,3 +1,4 @@
+// test-modes: once (history options act in each store with the same code on every shard)
 // The process-wide bounds of history and idempotent publish, shown by what clients get:
 // history.memory_budget_mb evicts the least recently written channels' messages first (REST
 // history shows them gone, the newest channel keeps its own); idempotency.window_seconds

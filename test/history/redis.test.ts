@@ -6,15 +6,19 @@
 // node; REST history on B sees A's messages. On one node: Redis down answers 503 (API) and
 // pusher:error (client event) on history channels while other channels go on, and a Redis
 // restart (AOF, fsync always: its data survives) changes the epoch, told as epoch_changed;
-// a serial that never reached the node is reported as a gap (unavailable).
+// messages numbered in Redis that never reached the node are fetched again (after its
+// subscription to Redis broke, and on a gap in the stream), more than max_recover of them
+// reported as a gap (unavailable).
 // Workers 1 and 4 (RINGCAST_TEST_WORKERS).
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import t from 'tap';
 import type { ConfigInput } from '../../src/config';
 import { startBackend } from '../adapter/backends';
 import { startNodePair } from '../helpers/cluster';
 import { cutProxy } from '../helpers/cut-proxy';
+import { rawRequest, signedGet } from '../helpers/http';
 import { connected, pusherJs, subscribeNumbered } from '../helpers/pusher-js';
 import { RedisServer } from '../helpers/redis';
 import { APP, RawClient, WORKERS, eventually, startServer, type Frame, type TestServer } from '../helpers/server';
@@ -29,6 +33,8 @@ t.setTimeout(300_000);
 const HISTORY = { 'room-*': { size: 500, ttl: 120 }, 'rw-*': { size: 50, ttl: 120, rewind: 5 }, 'private-h-*': { size: 10, ttl: 120 } };
 const CHANNELS = ['room-1', 'room-2', 'room-3'];
 const BEFORE = 10;
+/** An app without history channels: its /up/{appId} does not depend on the history Redis. */
+const OTHER = { id: 'other-id', key: 'other-key', secret: 'other-secret' };
 const DURING = 200;
 
 type Serial = Frame & { __serial: number };
@@ -138,8 +144,8 @@ t.test(`history.driver redis: Redis down, and a Redis restart changes the epoch 
   const redis = await RedisServer.start(['--appendonly', 'yes', '--appendfsync', 'always']);
   t.teardown(() => redis.stop());
   const srv = await startServer({
-    database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis' },
-    apps: [{ ...APP, enable_client_messages: true, channel_history: HISTORY as never }],
+    database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis', max_recover: 3 },
+    apps: [{ ...APP, enable_client_messages: true, channel_history: HISTORY as never }, OTHER],
   });
   t.teardown(() => srv.stop());
   const sdk = srv.sdk();
@@ -153,8 +159,14 @@ t.test(`history.driver redis: Redis down, and a Redis restart changes the epoch 
   t.same((c.frames.filter((f) => f.event === 'msg') as Serial[]).map((f) => f.__serial), [1, 2, 3]);
   t.match(await redis.command('INFO persistence'), /aof_enabled:1/);
 
+  t.equal((await rawRequest(srv.port, 'GET', `/up/${APP.id}`)).status, 200, '/up/{appId} 200 while Redis is up');
   await redis.kill();
   const down = await triggerUntil(srv, 'room-r', 503, { i: -1 });
+  // every shard sees it: whichever answers /up
+  await eventually(async () => (await rawRequest(srv.port, 'GET', `/up/${APP.id}`)).status === 503, 10_000, '/up/{appId} to answer 503');
+  t.match((await rawRequest(srv.port, 'GET', `/up/${APP.id}`)).text, /App app-id is not available: the history store \(history.driver redis\) cannot be reached/, '/up/{appId} names the history store');
+  const other = await rawRequest(srv.port, 'GET', `/up/${OTHER.id}`);
+  t.equal(other.status, 200, '/up/{appId} of an app without history channels: 200');
   t.match(JSON.parse(down.body), { error: /history store unavailable: history.driver redis cannot reach Redis at .*the message was not published/ }, '503 naming the history store');
   const plain = await sdk.trigger('plain-channel', 'msg', { i: 0 });
   t.equal(plain.status, 200, 'a channel without history is published as before (no Redis round trip)');
@@ -168,21 +180,148 @@ t.test(`history.driver redis: Redis down, and a Redis restart changes the epoch 
 
   await redis.resume();
   await triggerUntil(srv, 'room-r', 200, { i: 4 });
+  await eventually(async () => (await rawRequest(srv.port, 'GET', `/up/${APP.id}`)).status === 200, 10_000, '/up/{appId} to answer 200 again');
   const changed = await c.next((f) => f.event === 'pusher_internal:recovery' && f.channel === 'room-r', 5000);
   t.match(changed.data, { recovered: false, reason: 'epoch_changed', serial: 0 }, 'the open subscription is told epoch_changed');
   t.not(changed.data.epoch, first.data.epoch, 'a new epoch');
   const live = await c.next((f) => f.event === 'msg' && iOf(f) === 4, 5000) as Serial;
   t.equal(live.__serial, 1, 'the new epoch starts at 1');
 
-  // a serial given in Redis that never reached this node (as when its subscription was down): reported, not hidden
-  t.match(await redis.command('HINCRBY hist:{hist.0}:m:app-id:room-r s 1'), /^:2/);
+  // messages numbered and stored in Redis that never reached this node (as while its
+  // subscription was down): numbered here by hand, without the publish
+  const store = new Redis({ host: '127.0.0.1', port: redis.port });
+  t.teardown(() => store.disconnect());
+  const lost = (first: number, n: number) => store.eval(`for k = 0, tonumber(ARGV[1]) - 1 do
+      redis.call('HINCRBY', KEYS[1], 's', 1)
+      redis.call('RPUSH', KEYS[2], ARGV[2] .. ' ' .. cjson.encode({event = 'msg', channel = 'room-r', data = cjson.encode({i = tonumber(ARGV[3]) + k})}))
+    end
+    return redis.call('HGET', KEYS[1], 's')`, 2, 'hist:{hist.0}:m:app-id:room-r', 'hist:{hist.0}:l:app-id:room-r', n, Date.now(), first);
+  /** The next frames of room-r after `from`: msg i and recovery notices, until message `until`. */
+  const upTo = async (from: number, until: number) => {
+    await eventually(() => c.frames.slice(from).some((f) => f.event === 'msg' && f.channel === 'room-r' && iOf(f) === until), 5000, `message ${until}`);
+    return c.frames.slice(from).filter((f) => f.channel === 'room-r' && (f.event === 'msg' || f.event === 'pusher_internal:recovery'))
+      .map((f) => (f.event === 'msg' ? `${iOf(f)}@${(f as Serial).__serial}` : `${(f.data as { reason: string }).reason}@${(f.data as { serial: number }).serial}`));
+  };
+  t.equal(await lost(41, 2), '3');
+  // the subscription to Redis breaks: once it is back, what was numbered meanwhile is fetched
+  let from = c.frames.length;
+  t.match(await redis.command('CLIENT KILL TYPE pubsub'), /^:[1-9]/);
+  t.same(await upTo(from, 42), ['41@2', '42@3'], 'missed while the subscription to Redis was down: fetched once it is back, no new publish needed');
+  // a gap seen in the stream: the missing messages fetched before the next one
+  t.equal(await lost(45, 1), '4');
+  from = c.frames.length;
   await sdk.trigger('room-r', 'msg', { i: 5 });
-  const gap = await c.next((f) => f.event === 'pusher_internal:recovery' && f.channel === 'room-r', 5000);
-  t.match(gap.data, { epoch: changed.data.epoch, serial: 2, recovered: false, reason: 'unavailable', error: /messages 2 to 2 did not reach this server/ }, 'the gap is reported before the next message');
-  t.equal((await c.next((f) => f.event === 'msg' && iOf(f) === 5, 5000) as Serial).__serial, 3);
+  t.same(await upTo(from, 5), ['45@4', '5@5'], 'a gap in the stream: the missing message fetched, in order, no notice');
+  // more than max_recover missed: reported, not fetched
+  t.equal(await lost(51, 4), '9');
+  from = c.frames.length;
+  await sdk.trigger('room-r', 'msg', { i: 6 });
+  t.same(await upTo(from, 6), ['unavailable@9', '6@10'], 'more than max_recover missed: the gap is reported before the next message');
+  const gap = c.frames.slice(from).find((f) => f.event === 'pusher_internal:recovery')!;
+  t.match(gap.data, { epoch: changed.data.epoch, serial: 9, recovered: false, reason: 'unavailable', error: /messages 6 to 9 did not reach this server/ });
 
   const again = srv.track(await RawClient.connect(srv.wsUrl()));
   await again.subscribe('room-r', { recover: { epoch: first.data.epoch, serial: 3 } });
   const rec = await again.event('pusher_internal:recovery', 'room-r');
-  t.match(rec.data, { recovered: false, reason: 'epoch_changed', epoch: changed.data.epoch, serial: 3 }, 'a resume from the old epoch is refused');
+  t.match(rec.data, { recovered: false, reason: 'epoch_changed', epoch: changed.data.epoch, serial: 10 }, 'a resume from the old epoch is refused');
+});
+
+t.test(`history.driver redis: a subscription answered while its topic fetches missed messages is asked again, exactly once for both (${WORKERS} workers)`, async (t) => {
+  const redis = await RedisServer.start();
+  t.teardown(() => redis.stop());
+  const srv = await startServer({
+    database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis' },
+    apps: [{ ...APP, channel_history: HISTORY as never }],
+  });
+  t.teardown(() => srv.stop());
+  const sdk = srv.sdk();
+  const store = new Redis({ host: '127.0.0.1', port: redis.port });
+  t.teardown(() => store.disconnect());
+  const c = srv.track(await RawClient.connect(srv.wsUrl()));
+  await c.subscribe('room-d', { recover: {} });
+  const first = await c.event('pusher_internal:recovery', 'room-d');
+  for (let i = 1; i <= 3; i++) await sdk.trigger('room-d', 'msg', { i });
+  await eventually(() => c.frames.some((f) => f.event === 'msg' && iOf(f) === 3), 5000, 'message 3');
+  // Redis busy for 400 ms, then: message 4 numbered and stored but never published (as if
+  // lost on the way), message 5 published: a gap in this node's stream. A subscription's
+  // question sent meanwhile is answered behind message 5, while the node fetches 4 again.
+  const busy = store.eval(`local function ms() local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
+    local start = ms()
+    repeat until ms() - start >= 400
+    local epoch = redis.call('HGET', KEYS[1], 'e')
+    local s = 0
+    for i = 4, 5 do
+      s = redis.call('HINCRBY', KEYS[1], 's', 1)
+      local f = cjson.encode({event = 'msg', channel = 'room-d', data = cjson.encode({i = i})})
+      redis.call('RPUSH', KEYS[2], ARGV[1] .. ' ' .. f)
+      if i == 5 then redis.call('PUBLISH', 'hist:{hist.0}', 'p\\n' .. epoch .. '\\n' .. s .. '\\n["app-id","room-d","",null]\\n' .. f) end
+    end
+    return s`, 2, 'hist:{hist.0}:m:app-id:room-d', 'hist:{hist.0}:l:app-id:room-d', Date.now());
+  await new Promise((r) => setTimeout(r, 100)); // (the script runs; the subscribe below reaches Redis behind it)
+  const d = srv.track(await RawClient.connect(srv.wsUrl()));
+  await d.subscribe('room-d', { recover: { epoch: first.data.epoch, serial: 1 } });
+  t.equal(await busy, 5);
+  const rec = await d.event('pusher_internal:recovery', 'room-d', 5000);
+  t.match(rec.data, { epoch: first.data.epoch, recovered: true, serial: 5, missed: 4 }, 'the newcomer: recovered up to 5');
+  await sdk.trigger('room-d', 'msg', { i: 6 });
+  const msgs = (x: RawClient) => eventually(() => x.frames.some((f) => f.event === 'msg' && iOf(f) === 6), 5000, 'message 6')
+    .then(() => x.frames.filter((f) => f.event === 'msg' || f.event === 'pusher_internal:recovery').map((f) => (f.event === 'msg' ? `${iOf(f)}@${(f as Serial).__serial}` : f.event)));
+  t.same(await msgs(c), ['1@1', '2@2', '3@3', '4@4', '5@5', '6@6'], 'the subscriber: message 4 fetched before 5, each once, no notice');
+  t.same(await msgs(d), ['2@2', '3@3', '4@4', '5@5', '6@6'], 'the newcomer: its replay and the live messages, each once');
+});
+
+t.test(`history.driver redis: a channel's numbering is kept while it has subscribers (with positions or stock), then lapses after meta_ttl (${WORKERS} workers)`, async (t) => {
+  const redis = await RedisServer.start();
+  t.teardown(() => redis.stop());
+  const META_TTL = 2;
+  const srv = await startServer({
+    database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis', meta_ttl: META_TTL },
+    apps: [{ ...APP, channel_history: HISTORY as never }],
+  });
+  t.teardown(() => srv.stop());
+  const sdk = srv.sdk();
+  const meta = 'hist:{hist.0}:m:app-id:room-k';
+  const c = srv.track(await RawClient.connect(srv.wsUrl()));
+  await c.subscribe('room-k', { recover: {} });
+  const first = await c.event('pusher_internal:recovery', 'room-k');
+  await sdk.trigger('room-k', 'msg', { i: 1 });
+  t.equal((await c.next((f) => f.event === 'msg' && iOf(f) === 1, 5000) as Serial).__serial, 1);
+  /** Quiet for three meta_ttl, checking every 500 ms that the key is still there (touched meanwhile). */
+  const quiet = async (key: string) => {
+    const until = Date.now() + 3 * META_TTL * 1000;
+    while (Date.now() < until) {
+      const there = /^:1/.test(await redis.command(`EXISTS ${key}`));
+      t.ok(there, `${key} is there`);
+      if (!there) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  };
+  await quiet(meta); // the subscriber's shard touches the meta meanwhile
+  await sdk.trigger('room-k', 'msg', { i: 2 });
+  const next = await c.next((f) => (f.event === 'msg' && iOf(f) === 2) || (f.event === 'pusher_internal:recovery' && f.channel === 'room-k'), 5000);
+  t.equal(next.event, 'msg', 'no epoch_changed before it');
+  t.equal((next as Serial).__serial, 2, 'the same epoch goes on at 2');
+  // without a subscription with positions the meta lapses after meta_ttl: the touches were what kept it
+  await c.close();
+  await eventually(async () => /^:0/.test(await redis.command(`EXISTS ${meta}`)), 10 * META_TTL * 1000, 'the meta to lapse');
+  const d = srv.track(await RawClient.connect(srv.wsUrl()));
+  await d.subscribe('room-k', { recover: { epoch: first.data.epoch, serial: 2 } });
+  t.match((await d.event('pusher_internal:recovery', 'room-k')).data, { recovered: false, reason: 'epoch_changed' }, 'a resume after it lapsed: epoch_changed');
+
+  // a stock subscriber (no recover) keeps it too (PROTOCOL.md: kept while it has subscribers)
+  const stockMeta = 'hist:{hist.0}:m:app-id:room-s';
+  const s = srv.track(await RawClient.connect(srv.wsUrl()));
+  await s.subscribe('room-s');
+  const page = async () => (await signedGet(srv.port, APP, 'channels/room-s/history', { direction: 'forwards' })).json as { epoch: string; items: { serial: number }[] };
+  await sdk.trigger('room-s', 'msg', { i: 1 });
+  await s.next((f) => f.event === 'msg' && iOf(f) === 1, 5000);
+  const before = await page();
+  await quiet(stockMeta);
+  await sdk.trigger('room-s', 'msg', { i: 2 });
+  await s.next((f) => f.event === 'msg' && iOf(f) === 2, 5000);
+  const after = await page();
+  t.equal(after.epoch, before.epoch, 'a stock subscriber kept the epoch (REST history)');
+  t.same(after.items.map((x) => x.serial), [1, 2], 'the same epoch goes on at 2');
+  await s.close();
+  await eventually(async () => /^:0/.test(await redis.command(`EXISTS ${stockMeta}`)), 10 * META_TTL * 1000, 'the meta to lapse once the stock subscriber left');
 });

@@ -1,3 +1,4 @@
+// test-modes: once (hook calls and their failures are handled by the shard holding the socket, the same code on every shard; across shards: hooks/hooks)
 // Backend hooks when the backend misbehaves: slow, 500, invalid JSON, an answer over the size
 // cap, no `allow`, no answer at all; each under on_failure deny and allow, the connection
 // staying usable. The circuit breaker opens and closes; a closed connection cancels its

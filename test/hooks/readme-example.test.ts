@@ -1,3 +1,4 @@
+// test-modes: once (the documented backend as written; hooks across shards: hooks, failures)
 // The complete backend of docs/hooks.md ("Guide"), run as written (only its port changed):
 // it admits presence members from its list and rewrites chat messages, behind pusher-js.
 

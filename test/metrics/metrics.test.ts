@@ -78,7 +78,7 @@ function rawGet(port: number, path: string): Promise<number> {
 const A = { app_id: APP.id };
 
 t.test('aggregated metrics across shards', async (t) => {
-  const srv = await startServer({ metrics: { enabled: true, port: 0, host: '127.0.0.1' } });
+  const srv = await startServer({ metrics: { enabled: true, port: 0, host: '127.0.0.1' }, delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   t.type(srv.server.metricsPort, 'number');
   t.not(srv.server.metricsPort, srv.port);

@@ -1,3 +1,4 @@
+// test-modes: once (the /metrics listener and its token check are the primary's)
 // metrics.token: with a token set, GET /metrics without `Authorization: Bearer <token>`
 // is answered 401 with a body naming what was wrong (nothing is collected); with the
 // token, 200 and the metrics. Without a token /metrics stays open. METRICS_TOKEN sets it.

@@ -1,3 +1,4 @@
+// test-modes: once (the console's API and page are the primary's; its live stream across shards: console/stream)
 // The live console in headless Chromium (Debian `chromium`, driven by playwright-core):
 // log in with the token, see a pusher-js client (in another page of the same browser)
 // appear as a connection and on its channel, publish from the form and see the client

@@ -50,7 +50,7 @@ function config(apps: AppInput[]) {
 }
 
 t.test(`reload: added, removed, disabled and changed apps in every shard (workers ${WORKERS})`, async (t) => {
-  const srv = await startServer({ apps: [A, { ...B, max_connections: 100 }, C, D] });
+  const srv = await startServer({ apps: [A, { ...B, max_connections: 100 }, C, D], delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const as = await connectMany(srv, A.key, 4);
   const bs = await connectMany(srv, B.key, 3);
@@ -106,7 +106,7 @@ t.test(`reload: added, removed, disabled and changed apps in every shard (worker
 });
 
 t.test('reload: settings other than apps are named, not applied', async (t) => {
-  const srv = await startServer({ apps: [A] });
+  const srv = await startServer({ apps: [A], delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
   const next = loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, apps: [A], websocket: { activity_timeout: 60 } } });
   const r = await srv.server.reload(next);

@@ -1,3 +1,4 @@
+// test-modes: once (the redirect listener is the primary's)
 // ssl.redirect_http: HTTPS (and wss) on the main port, and a plain HTTP listener on
 // ssl.http_port answering 301 to the same host, path and query on https. A self-signed
 // certificate is made for the test (openssl); the `pusher` SDK verifies it (its CA given

@@ -1,3 +1,4 @@
+// test-modes: once (signing, retries and batching are the primary's webhook service; decisions across shards: webhooks/events)
 // Delivery against a real receiver: batching by size and by time, the retry schedule
 // (short configured delays: 1, 2, 4 × initial), no retry on 4xx, retries on network
 // errors and timeouts, the final failure logged with endpoint and event names and counted.

@@ -1,3 +1,4 @@
+// test-modes: once (Lambda invocations are made by the webhook service on the primary)
 // lambda://<function_arn> targets against a local HTTP server standing in for the Lambda
 // Invoke endpoint (webhooks.lambda_endpoint → the client's `endpoint` option): the path,
 // the SigV4 Authorization header, X-Amz-Invocation-Type Event and the payload
