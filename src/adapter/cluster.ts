@@ -3,7 +3,9 @@
 //   local publishes   shards ─(bridge)─▶ primary ─▶ `<prefix>.pub` (once per process)
 //   remote publishes  `<prefix>.pub` ─▶ primary ─(bridge: interest routing)─▶ shards
 //   health            heartbeats on `<prefix>.ctl`; a node silent for node_timeout_ms is
-//                     declared failed by the next cleanup pass (onNodeFailed listeners)
+//                     declared failed by the next cleanup pass (onNodeFailed listeners);
+//                     a node that does not hear its own heartbeat back renews its
+//                     transport (echo.ts)
 //   questions         `req` on `<prefix>.ctl`, each other node answers on `<prefix>.node.<id>`
 //
 // A node drops its own publishes by node id (every backend echoes them), so each publish
@@ -19,6 +21,7 @@ import { BusFullError } from '../bus/errors';
 import type { Bridge } from '../channels/bridge';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
+import { ECHO_CHECK_MS, EchoWatch } from './echo';
 import type { Transport } from './transport';
 import { decodeNode, encodeNodeMsg, encodeNodePublish, isPublishFrom, Kind, publishSender, WIRE_VERSION, type NodeMsg } from './wire';
 import { logLimited } from '../log';
@@ -139,12 +142,27 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     return false;
   }
 
+  const renew = tx.renew?.bind(tx);
+  const echo = new EchoWatch({
+    isUp: () => !stopped && !left && renew !== undefined && tx.isUp(),
+    renew: () => renew!(),
+    probe: () => send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION }),
+    onDeaf: (ms) => {
+      metrics.inc('cluster_transport_renewals_total');
+      log.warn({ backend: tx.name, where: tx.where, overdue_ms: ms },
+        'cluster: this node\'s own heartbeat did not come back from the backend although it is connected: renewing its connections and subscriptions');
+    },
+    onRenewFailed: (err) => log.warn({ backend: tx.name, where: tx.where, error: err instanceof Error ? err.message : String(err) },
+      'cluster: renewing the backend connections failed; tried again when the next heartbeat does not come back'),
+  });
+
   function send(subject: string, msg: NodeMsg): boolean {
     // after its `bye` a node says nothing more: another node would take it back as alive
     if (left) return false;
     if (msg.t === 'bye') left = true;
     const ok = tx.publish(subject, encodeNodeMsg(msg));
     if (!ok) metrics.inc('adapter_errors_total');
+    else if (msg.t === 'hb') echo.sent();
     return ok;
   }
 
@@ -177,7 +195,8 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
 
   function onControl(msg: NodeMsg): void {
     if (msg.node === id) {
-      if (msg.t === 'member' || msg.t === 'counts') for (const fn of echoListeners) fn(msg);
+      if (msg.t === 'hb') echo.echoed();
+      else if (msg.t === 'member' || msg.t === 'counts') for (const fn of echoListeners) fn(msg);
       else if (msg.t === 'bye') byeEchoed?.();
       return;
     }
@@ -283,12 +302,13 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   });
 
   tx.onState((up) => {
+    echo.reset();
     if (up) log.info({ backend: tx.name, where: tx.where }, 'cluster: backend reachable again');
     else log.warn({ backend: tx.name, where: tx.where }, 'cluster: backend unreachable; local delivery goes on, remote publishes are lost until it is back');
     if (up) send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION });
   });
 
-  const timers: NodeJS.Timeout[] = [];
+  const timers: NodeJS.Timeout[] = [setInterval(() => echo.check(), ECHO_CHECK_MS)];
   const beat = () => {
     if (!send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION })) metrics.inc('cluster_heartbeat_failures_total');
   };
@@ -301,8 +321,8 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       const limit = Date.now() - health.node_timeout_ms;
       for (const [node, last] of [...peers]) if (last < limit) gone(node, true);
     }, health.cleanup_interval_ms));
-    for (const t of timers) t.unref();
   }
+  for (const t of timers) t.unref();
   activeGauge();
   log.info({ node: id, backend: tx.name, where: tx.where }, 'cluster: joined');
 

@@ -41,28 +41,53 @@ class RedisTransport implements Transport {
   private readonly state = new StateCell();
   private readonly handlers = new Map<string, (data: Uint8Array) => void>();
   private closed = false;
+  private pub: Client;
+  private sub: Client;
 
   constructor(
     readonly name: TransportName,
     readonly where: string,
-    private readonly pub: Client,
-    private readonly sub: Client,
+    /** Builds the publishing and the subscribing connection (again on renew()). */
+    private readonly make: { pub: () => Client; sub: () => Client },
     /** Redis Cluster: sharded pub/sub (SPUBLISH to the subject's slot: one master, so one order). */
     private readonly sharded = false,
   ) {
-    const refresh = () => this.state.set(pub.status === 'ready' && sub.status === 'ready');
-    for (const c of [pub, sub]) {
-      c.on('ready', refresh);
-      c.on('close', refresh);
-      c.on('end', refresh);
-      c.on('reconnecting', refresh);
-      // ioredis emits 'error' for every failed attempt; the state and the cluster's
-      // metrics report it, an unhandled 'error' event would kill the process
-      c.on('error', () => undefined);
+    this.pub = this.attach(make.pub());
+    this.sub = this.attachSub(make.sub());
+  }
+
+  private readonly onMessage = (channel: Buffer, message: Buffer) => {
+    this.handlers.get(channel.toString())?.(message);
+  };
+
+  /**
+   * The subscribing connection: its messages, and (one Redis) its subjects subscribed
+   * again on every reconnect, here rather than by ioredis (redis/client.ts ownResubscribe).
+   * A refusal leaves it deaf, which the cluster notices and renews (cluster.ts, echo.ts).
+   * A Cluster's sharded subscribers are subscribed again by ioredis, errors caught there.
+   */
+  private attachSub(c: Client): Client {
+    this.attach(c);
+    c.on(this.sharded ? 'smessageBuffer' : 'messageBuffer', this.onMessage);
+    if (!this.sharded) {
+      c.on('ready', () => {
+        if (this.handlers.size > 0 && c === this.sub) c.subscribe(...this.handlers.keys()).catch(() => undefined);
+      });
     }
-    sub.on(sharded ? 'smessageBuffer' : 'messageBuffer', (channel: Buffer, message: Buffer) => {
-      this.handlers.get(channel.toString())?.(message);
-    });
+    return c;
+  }
+
+  private refresh = () => this.state.set(!this.closed && this.pub.status === 'ready' && this.sub.status === 'ready');
+
+  private attach(c: Client): Client {
+    c.on('ready', this.refresh);
+    c.on('close', this.refresh);
+    c.on('end', this.refresh);
+    c.on('reconnecting', this.refresh);
+    // ioredis emits 'error' for every failed attempt; the state and the cluster's
+    // metrics report it, an unhandled 'error' event would kill the process
+    c.on('error', () => undefined);
+    return c;
   }
 
   async connect(timeoutMs: number): Promise<void> {
@@ -111,6 +136,28 @@ class RedisTransport implements Transport {
     this.state.on(listener);
   }
 
+  /**
+   * Both connections dropped and made again, and every subject subscribed anew: for a
+   * transport that says it is up but does not deliver the node's own heartbeat back
+   * (cluster.ts). A client library can be left connected and not subscribed: a
+   * resubscribe refused after a reconnect (an ACL that denied the channel meanwhile,
+   * NOPERM) is only logged by ioredis, and a Redis Cluster's sharded subscribers have
+   * known states that never subscribe again.
+   */
+  async renew(): Promise<void> {
+    if (this.closed) return;
+    const old = [this.pub, this.sub];
+    this.pub = this.attach(this.make.pub());
+    this.sub = this.attachSub(this.make.sub());
+    for (const c of old) {
+      c.removeAllListeners();
+      c.on('error', () => undefined);
+      c.disconnect();
+    }
+    this.refresh();
+    await Promise.all([...this.handlers.keys()].map((s) => this.sharded ? this.sub.ssubscribe(s) : this.sub.subscribe(s)));
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -122,12 +169,15 @@ class RedisTransport implements Transport {
 
 export function createRedisTransport(cfg: RedisConfig): Transport & Pick<RedisTransport, 'inFlight'> {
   // the subscriber must queue its SUBSCRIBE until connected; the publisher never queues
-  return new RedisTransport('redis', redisWhere(cfg),
-    redisClient(cfg, { name: 'adapter-pub', queue: false }), redisClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null }));
+  return new RedisTransport('redis', redisWhere(cfg), {
+    pub: () => redisClient(cfg, { name: 'adapter-pub', queue: false }),
+    sub: () => redisClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null, ownResubscribe: true }),
+  });
 }
 
 export function createRedisClusterTransport(cfg: RedisClusterConfig): Transport & Pick<RedisTransport, 'inFlight'> {
-  return new RedisTransport('redis-cluster', redisClusterWhere(cfg),
-    redisClusterClient(cfg, { name: 'adapter-pub', queue: false }),
-    redisClusterClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null, sharded: true }), true);
+  return new RedisTransport('redis-cluster', redisClusterWhere(cfg), {
+    pub: () => redisClusterClient(cfg, { name: 'adapter-pub', queue: false }),
+    sub: () => redisClusterClient(cfg, { name: 'adapter-sub', queue: true, commandTimeoutMs: null, sharded: true }),
+  }, true);
 }

@@ -48,6 +48,7 @@ export function signedTransport(tx: Transport, secret: string | null, deps: Sign
   const wrapped = (publish: Transport['publish'], subscribe: Transport['subscribe']): Transport => ({
     name: tx.name, ordered: tx.ordered, where: tx.where, publish, subscribe,
     connect: (ms) => tx.connect(ms), isUp: () => tx.isUp(), onState: (fn) => tx.onState(fn), close: () => tx.close(),
+    ...(tx.renew ? { renew: () => tx.renew!() } : {}),
   });
   if (key === null) {
     return wrapped((subject, data) => tx.publish(subject, data), (subject, handler) => tx.subscribe(subject, (data) => {

@@ -34,6 +34,12 @@ export interface Transport {
   isUp(): boolean;
   /** Called on every change of isUp(). */
   onState(listener: (up: boolean) => void): void;
+  /**
+   * Drops its connections, makes them again and subscribes every subject anew: the
+   * cluster calls it when the backend says it is up but the node's own heartbeat does not
+   * come back (cluster.ts, "deaf"). Absent: the backend's client is trusted to resubscribe.
+   */
+  renew?(): Promise<void>;
   close(): Promise<void>;
 }
 

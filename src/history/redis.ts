@@ -139,7 +139,7 @@ export class RedisHistory {
   constructor(private readonly d: RedisHistoryDeps) {
     this.now = d.now ?? Date.now;
     const role = { name: 'history', queue: false };
-    const subRole = { name: 'history-sub', queue: true, commandTimeoutMs: null };
+    const subRole = { name: 'history-sub', queue: true, commandTimeoutMs: null, ownResubscribe: true };
     if (d.driver === 'redis-cluster') {
       const c = d.config.database.redis_cluster;
       this.cmd = redisClusterClient(c, role) as Scripted;
@@ -184,8 +184,9 @@ export class RedisHistory {
     const subjects = Array.from({ length: this.buckets }, (_, b) => this.subject(b));
     // Subscribed again on every (re)connect, and only once Redis confirmed it does this shard
     // number anything: a message numbered while it is not listening would never reach its
-    // subscribers. (ioredis re-subscribes by itself too, after 'ready'; a second SUBSCRIBE is
-    // a no-op for Redis.) A Redis Cluster takes one slot per SSUBSCRIBE.
+    // subscribers. (ioredis's own resubscribe is off, redis/client.ts ownResubscribe: a
+    // refusal there would be an unhandled rejection.) A Redis Cluster takes one slot per
+    // SSUBSCRIBE.
     const sub = this.sub;
     const listen = () => {
       this.listening = false;

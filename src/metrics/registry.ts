@@ -44,6 +44,7 @@ const COUNTERS: Record<CounterName, Def> = {
   adapter_frames_rejected_total: { help: 'Cluster frames dropped unread: no signature or a wrong one (adapter.cluster_secret set), or a signed frame on a node without a secret', labels: ['reason'] },
   cluster_nodes_failed_total: { help: 'Cluster nodes declared failed', labels: [] },
   cluster_heartbeat_failures_total: { help: 'Cluster heartbeats that failed', labels: [] },
+  cluster_transport_renewals_total: { help: 'Times this node renewed its backend connections because its own heartbeat did not come back (a connected but deaf subscriber)', labels: [] },
   delta_pool_refused_total: { help: 'Deltas the delta pool refused because its queue was full (delta_compression.pool_max_queue); the message went out in full', labels: [] },
   delta_coordination_fallbacks_total: { help: 'Delta messages decided locally because the cluster-wide stream position did not come (cluster_coordination)', labels: [] },
   bus_full_total: { help: 'Frames refused because an internal ring and its spill queue were full (source: api, client_event, member_event, owner, history, webhook, delta_frame)', labels: ['source'] },

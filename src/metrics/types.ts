@@ -16,6 +16,8 @@ export type CounterName =
   /** ours: cluster frames dropped by the adapter.cluster_secret check (reason unsigned, bad_signature, signed) */
   | 'adapter_frames_rejected_total'
   | 'cluster_nodes_failed_total' | 'cluster_heartbeat_failures_total'
+  /** ours: backend connections renewed because the node's own heartbeat did not come back (adapter/echo.ts) */
+  | 'cluster_transport_renewals_total'
   /** ours: delta messages whose full/delta decision was taken locally because the cluster's position did not come (cluster_coordination) */
   | 'delta_coordination_fallbacks_total'
   /** ours: deltas refused by the full delta pool queue (sent in full) */

@@ -47,6 +47,13 @@ export interface RedisRole {
   commandTimeoutMs?: number | null;
   /** Connect on the first command or connect() rather than at once. */
   lazy?: boolean;
+  /**
+   * A subscriber whose owner subscribes again on every 'ready' and handles a refusal
+   * (false turns ioredis's autoResubscribe off): ioredis's own resubscribe after a
+   * reconnect has no error handler, so a refusal (NOPERM: an ACL that denies the channel)
+   * would be an unhandled rejection, which ends the process.
+   */
+  ownResubscribe?: boolean;
 }
 
 function commandTimeout(role: RedisRole): { commandTimeout?: number } {
@@ -102,6 +109,7 @@ export function redisClient(cfg: RedisConfig, role: RedisRole): Redis {
     retryStrategy: retryDelay,
     connectionName: `ringcast-${role.name}`,
     lazyConnect: role.lazy === true,
+    autoResubscribe: role.ownResubscribe !== true,
   }), keys);
 }
 

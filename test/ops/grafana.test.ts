@@ -80,6 +80,7 @@ t.test('the board shows what an operator needs', async (t) => {
     'shard restarts': 'shard_restarts_total',
     'adapter publishes': 'adapter_publish_total',
     'adapter errors': 'adapter_errors_total',
+    'deaf-node transport renewals': 'cluster_transport_renewals_total',
     'history stored messages': 'history_messages',
     'history stored bytes': 'history_bytes',
     'history evictions': 'history_evictions_total',
