@@ -199,7 +199,13 @@ export class RedisHistory {
         this.listenedBefore = true;
         this.caughtUp();
       }, (err: Error) => {
-        if (!this.closed) d.log.error({ err: err.message, redis: this.where }, 'history: could not subscribe to the numbered messages');
+        if (this.closed) return;
+        d.log.error({ err: err.message, redis: this.where }, 'history: could not subscribe to the numbered messages; trying again in 1 s');
+        // refused while connected (NOPERM: an ACL that denies the channels): asked again
+        // until Redis accepts, not only at the next reconnect
+        setTimeout(() => {
+          if (!this.closed && sub.status === 'ready' && !this.listening) listen();
+        }, 1000).unref();
       });
     };
     sub.on('ready', listen);

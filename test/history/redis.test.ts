@@ -325,3 +325,38 @@ t.test(`history.driver redis: a channel's numbering is kept while it has subscri
   await s.close();
   await eventually(async () => /^:0/.test(await redis.command(`EXISTS ${stockMeta}`)), 10 * META_TTL * 1000, 'the meta to lapse once the stock subscriber left');
 });
+
+t.test(`history.driver redis: a subscription Redis refused is asked again while connected, not only at the next reconnect (${WORKERS} workers)`, async (t) => {
+  const redis = await RedisServer.start();
+  t.teardown(() => redis.stop());
+  const srv = await startServer({
+    database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis' },
+    apps: [{ ...APP, channel_history: HISTORY as never }],
+  });
+  t.teardown(() => srv.stop());
+  const c = srv.track(await RawClient.connect(srv.wsUrl()));
+  await c.subscribe('room-acl');
+  await triggerUntil(srv, 'room-acl', 200, { i: 1 });
+  const admin = new Redis({ host: '127.0.0.1', port: redis.port });
+  t.teardown(() => admin.disconnect());
+  /** Subscribes of the history subscribers that Redis refused (its ACL LOG: one entry per channel refused, with a count). */
+  const refused = async () => {
+    let n = 0;
+    for (const e of await admin.call('ACL', 'LOG', '100') as string[][]) {
+      const f = new Map<string, string>();
+      for (let i = 0; i + 1 < e.length; i += 2) f.set(String(e[i]), String(e[i + 1]));
+      if (f.get('reason') === 'channel' && f.get('client-info')?.includes('name=ringcast-history-sub')) n += Number(f.get('count'));
+    }
+    return n;
+  };
+  // every channel denied: Redis drops the history subscribers; their subscribe after the reconnect is refused (NOPERM)
+  t.match(await redis.command('ACL SETUSER default resetchannels'), /^\+OK/);
+  await eventually(async () => (await refused()) >= WORKERS, 10_000, 'every shard\'s history subscribe to be refused');
+  await triggerUntil(srv, 'room-acl', 503, { i: -1 });
+  t.pass('a publish on a history channel: 503 while the numbered messages cannot be heard');
+  // allowed again: no reconnect happens; the refused subscribe is asked again
+  t.match(await redis.command('ACL SETUSER default allchannels'), /^\+OK/);
+  await triggerUntil(srv, 'room-acl', 200, { i: 2 });
+  const got = await c.next((f) => f.event === 'msg' && iOf(f) === 2, 5000);
+  t.equal(got.channel, 'room-acl', 'published and delivered again');
+});
