@@ -30,6 +30,8 @@ export type ClusterHealth = Config['adapter']['cluster_health'];
 
 /** How long a stopping node waits for its `bye` to come back from the backend. */
 const STOP_ECHO_WAIT_MS = 1000;
+/** Node ids remembered as dropped without a `bye` (a killed node's id never comes back: the oldest are forgotten). */
+const MAX_DROPPED = 1000;
 
 /** What the layers above the node exchange (presence, watchlists, connection counts). */
 export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' | 'user' | 'users' }>;
@@ -54,8 +56,13 @@ export interface ClusterNode {
   ask(kind: string, body: unknown, timeoutMs: number): Promise<{ answers: unknown[]; complete: boolean }>;
   /** Registers the answer to a kind of question. */
   answer(kind: string, fn: Answerer): void;
-  /** A node was seen for the first time. */
-  onNodeJoined(fn: (node: string) => void): void;
+  /**
+   * A node was seen for the first time, or again after this node dropped it without a
+   * `bye` (`rejoined`: declared failed, or its wire version was not ours). A rejoined node
+   * does not know it was dropped, so it does not send its state again by itself: the
+   * layers above ask it (`ask` in their state messages).
+   */
+  onNodeJoined(fn: (node: string, rejoined: boolean) => void): void;
   /** A node is gone: it stopped (`failed` false) or was declared failed. One call per node. */
   onNodeGone(fn: (node: string, failed: boolean) => void): void;
   /** Sends a message of the layers above (presence) to every node. false: the backend is down. */
@@ -110,7 +117,9 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   /** Other nodes → last heartbeat (ms). */
   const peers = new Map<string, number>();
   const answerers = new Map<string, Answerer>();
-  const joinedListeners: ((node: string) => void)[] = [];
+  const joinedListeners: ((node: string, rejoined: boolean) => void)[] = [];
+  /** Nodes dropped without a `bye` (declared failed, another wire version), oldest first, at most MAX_DROPPED. */
+  const dropped = new Set<string>();
   const goneListeners: ((node: string, failed: boolean) => void)[] = [];
   const peerListeners: ((msg: PeerMsg) => void)[] = [];
   const echoListeners: ((msg: PeerMsg) => void)[] = [];
@@ -176,13 +185,18 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       // answer at once so that a node that just started learns of this one without
       // waiting a heartbeat interval
       send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION });
-      for (const fn of joinedListeners) fn(node);
+      const rejoined = dropped.delete(node);
+      for (const fn of joinedListeners) fn(node, rejoined);
     }
   }
 
-  function gone(node: string, failed: boolean): void {
+  function gone(node: string, failed: boolean, bye = false): void {
     if (!peers.delete(node)) return;
     activeGauge();
+    if (!bye) {
+      dropped.add(node);
+      if (dropped.size > MAX_DROPPED) dropped.delete(dropped.values().next().value!);
+    }
     if (failed) {
       metrics.inc('cluster_nodes_failed_total');
       log.warn({ node }, 'cluster: node declared failed');
@@ -210,7 +224,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
         seen(msg.node);
         return;
       case 'bye':
-        gone(msg.node, false);
+        gone(msg.node, false, true);
         return;
       case 'member':
       case 'sync':
@@ -316,10 +330,15 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   if (health.enabled) {
     timers.push(setInterval(beat, health.heartbeat_interval_ms));
     timers.push(setInterval(() => {
-      // While our own backend is down every peer looks silent: declare nobody failed then.
-      if (!tx.isUp()) return;
-      const limit = Date.now() - health.node_timeout_ms;
-      for (const [node, last] of [...peers]) if (last < limit) gone(node, true);
+      // After an event-loop stall the timers run before the sockets are read: the peers'
+      // heartbeats of the stall may be waiting there. The pass runs once they are read
+      // (setImmediate: after this turn's I/O), so a stall here declares nobody failed.
+      setImmediate(() => {
+        // While our own backend is down every peer looks silent: declare nobody failed then.
+        if (stopped || !tx.isUp()) return;
+        const limit = Date.now() - health.node_timeout_ms;
+        for (const [node, last] of [...peers]) if (last < limit) gone(node, true);
+      });
     }, health.cleanup_interval_ms));
   }
   for (const t of timers) t.unref();

@@ -19,6 +19,9 @@
 //    removed (member_added / member_removed to the clients). The view behind the webhooks
 //    is corrected quietly: while the backend was down each node sent the webhooks of what
 //    it saw (adapter/transitions.ts);
+//  - a node seen again after this one declared it failed (a stall, a partition: it never
+//    sent `bye` and does not know) is sent this node's state with `ask` and answers with
+//    its own, the same exchange, so its members are back here;
 //  - a node that stops (`bye`) or is declared failed (silent for node_timeout_ms) is
 //    dropped by every survivor; its members go (member_removed to each node's clients).
 //    A failed node's member_removed / channel_vacated hooks fire on one survivor only:
@@ -59,7 +62,7 @@ type SyncMember = [app: string, channel: string, userId: unknown, userInfo: unkn
 type SyncMsg = Extract<NodeMsg, { t: 'sync' }>;
 
 /** A shard's state cut into `sync` parts (at least one: an empty part says "nothing"). */
-export function syncParts(node: string, to: string, shard: number, shards: number, members: SyncMember[], counts: ChannelCount[], perMembers = MEMBERS_PER_SYNC, perCounts = COUNTS_PER_SYNC): SyncMsg[] {
+export function syncParts(node: string, to: string, shard: number, shards: number, members: SyncMember[], counts: ChannelCount[], perMembers = MEMBERS_PER_SYNC, perCounts = COUNTS_PER_SYNC, ask = false): SyncMsg[] {
   const parts: SyncMsg[] = [];
   for (let i = 0; i < members.length; i += perMembers) parts.push({ t: 'sync', node, to, shard, shards, members: members.slice(i, i + perMembers), counts: [] });
   for (let i = 0; i < counts.length; i += perCounts) parts.push({ t: 'sync', node, to, shard, shards, members: [], counts: counts.slice(i, i + perCounts) });
@@ -67,6 +70,7 @@ export function syncParts(node: string, to: string, shard: number, shards: numbe
   parts.forEach((p, i) => {
     p.first = i === 0;
     p.last = i === parts.length - 1;
+    if (ask) p.ask = true;
   });
   return parts;
 }
@@ -186,8 +190,9 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
       remoteCounts(msg.node, msg.counts);
     } else if (msg.t === 'sync' && (msg.to === cluster.id || msg.to === '*')) {
       syncPart(msg);
-      // a node back from an outage: it missed what this one did meanwhile too
-      if (msg.to === '*' && msg.first && msg.shard === 0) sendState(msg.node);
+      // a node back from an outage, or one that dropped this one and sees it again: it
+      // missed what this one did meanwhile too
+      if ((msg.to === '*' || msg.ask === true) && msg.first && msg.shard === 0) sendState(msg.node);
     }
   });
 
@@ -240,11 +245,11 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
   }
 
   /** This node's members and counts, one owner shard at a time, each shard's parts in one go. */
-  function sendState(to: string): void {
+  function sendState(to: string, ask = false): void {
     for (let s = 0; s < shards; s++) {
       bus.request<{ members: SyncMember[]; counts: ChannelCount[] }>(s, { type: 'local_presence' }).then(
         ({ members, counts }) => {
-          for (const part of syncParts(cluster.id, to, s, shards, members, counts, deps.membersPerSync)) {
+          for (const part of syncParts(cluster.id, to, s, shards, members, counts, deps.membersPerSync, undefined, ask)) {
             if (!cluster.broadcast(part)) {
               log.warn({ to, shard: s, members: members.length }, 'cluster presence: this node\'s members not sent: the backend is down');
               return;
@@ -279,7 +284,8 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
   flush.unref();
 
   // each owner shard's part goes out as soon as it comes: its later increments follow it
-  cluster.onNodeJoined((node) => sendState(node));
+  // a node seen again after this one dropped it (declared failed) is asked for its state
+  cluster.onNodeJoined((node, rejoined) => sendState(node, rejoined));
   deps.onBackendState((up) => {
     if (up) sendState('*');
   });

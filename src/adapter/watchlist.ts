@@ -10,6 +10,9 @@
 //
 //  - a node that joins gets every node's online users (`users`, from the primary's own
 //    record of what it announced, in order with its later `user` messages);
+//  - a node seen again after this one declared it failed (a stall, a partition) is sent
+//    this node's users with `ask`, and answers with its own: it does not know it was
+//    dropped, and its users went offline here;
 //  - a node whose backend was unreachable (transitions sent or due meanwhile are lost)
 //    sends every node its whole state when the backend is back, and each answers with
 //    its own: a `users` message replaces what the receiver held of its sender;
@@ -117,10 +120,13 @@ export function startClusterWatchlists(deps: {
   }
 
   /** This node's whole state, in parts sent in one go (no `user` message between them). */
-  function sendState(to: string): void {
+  function sendState(to: string, ask = false): void {
     const users = [...mine.values()];
     for (let i = 0; i === 0 || i < users.length; i += perMessage) {
-      const msg = { t: 'users' as const, node: cluster.id, to, users: users.slice(i, i + perMessage), first: i === 0, last: i + perMessage >= users.length };
+      const msg = {
+        t: 'users' as const, node: cluster.id, to, users: users.slice(i, i + perMessage), first: i === 0, last: i + perMessage >= users.length,
+        ...(ask ? { ask: true } : {}),
+      };
       if (!cluster.broadcast(msg)) {
         log.warn({ to, users: users.length }, 'cluster watchlists: this node\'s online users not sent: the backend is down');
         return;
@@ -132,11 +138,12 @@ export function startClusterWatchlists(deps: {
     if (msg.t === 'user') return remoteUser(msg.node, msg.op, msg.app, msg.userId);
     if (msg.t !== 'users' || (msg.to !== cluster.id && msg.to !== '*')) return;
     statePart(msg);
-    if (msg.to === '*' && msg.first) sendState(msg.node);
+    if ((msg.to === '*' || msg.ask === true) && msg.first) sendState(msg.node);
   });
 
-  cluster.onNodeJoined((node) => {
-    if (mine.size > 0) sendState(node);
+  cluster.onNodeJoined((node, rejoined) => {
+    // a node seen again after this one dropped it: it does not know, so it is asked for its users
+    if (mine.size > 0 || rejoined) sendState(node, rejoined);
   });
 
   deps.onBackendState((up) => {

@@ -47,6 +47,8 @@ export type NodeMsg =
   | {
     t: 'sync'; node: string; to: string; members: [app: string, channel: string, userId: unknown, userInfo: unknown][]; counts: ChannelCount[];
     shard?: number; shards?: number; first?: boolean; last?: boolean;
+    /** Sent to a node seen again after the sender declared it failed: answer with your own state, to `node` (absent from older builds). */
+    ask?: boolean;
   }
   /**
    * `node`'s subscription counts of the channels whose count changed (coalesced), and its
@@ -60,8 +62,9 @@ export type NodeMsg =
    * `node` and is not listed), for `to` that just joined, or for every node (`to` '*') when
    * `node`'s backend is reachable again; each node answers a '*' with its own, to `node`.
    * In parts of at most USERS_PER_MESSAGE users (`first`, `last`), sent one after the other.
+   * `ask`: as in `sync`.
    */
-  | { t: 'users'; node: string; to: string; users: [app: string, userId: string][]; first: boolean; last: boolean }
+  | { t: 'users'; node: string; to: string; users: [app: string, userId: string][]; first: boolean; last: boolean; ask?: boolean }
   /** `node`'s connections per app id (adapter/connections.ts). */
   | { t: 'conns'; node: string; counts: Record<string, number> };
 
