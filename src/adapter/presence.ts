@@ -21,7 +21,9 @@
 //    it saw (adapter/transitions.ts);
 //  - a node seen again after this one declared it failed (a stall, a partition: it never
 //    sent `bye` and does not know) is sent this node's state with `ask` and answers with
-//    its own, the same exchange, so its members are back here;
+//    its own, the same exchange, so its members are back here; its answer's members and
+//    channels are transitions (member_added, channel_occupied from the node that decides),
+//    since its failure's member_removed and channel_vacated went out;
 //  - a node that stops (`bye`) or is declared failed (silent for node_timeout_ms) is
 //    dropped by every survivor; its members go (member_removed to each node's clients).
 //    A failed node's member_removed / channel_vacated hooks fire on one survivor only:
@@ -196,6 +198,9 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
     }
   });
 
+  /** Nodes asked for their state after they rejoined → the shards whose answer is in. */
+  const answering = new Map<string, Set<number>>();
+
   /** `${node}\0${shard}` → the members and channels listed so far of the state it is sending. */
   const incoming = new Map<string, { members: Set<string>; counts: Set<string> }>();
   const memberKey = (app: string, channel: string, userId: unknown) => `${app}\u0000${channel}\u0000${JSON.stringify(userId)}`;
@@ -213,20 +218,30 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
     if (whole && msg.first) incoming.set(k, { members: new Set(), counts: new Set() });
     const listed = whole ? incoming.get(k) : undefined;
     if (whole && !listed) return; // a part whose first one was lost (backend down): the next state replaces it
+    // the answer of a node this one declared failed and asked (`rejoined`): the webhooks of
+    // its failure went out, so its members and channels coming back are transitions too
+    // (sent by the survivor that sent the failure's, as nodeGone decides below)
+    const quiet = !(msg.to === cluster.id && answering.has(node));
+    const sender = quiet ? undefined : decider();
     for (const [app, channel, userId, userInfo] of msg.members) {
       listed?.members.add(memberKey(app, channel, userId));
       if (replica.has(node, app, channel, userId)) continue;
-      transitions.member(node, 'added', app, channel, userId, true);
+      transitions.member(node, 'added', app, channel, userId, quiet, false, sender);
       remoteMember(node, 'added', app, channel, userId, userInfo);
     }
     for (const c of msg.counts) {
       const [app, channel, total] = c;
       listed?.counts.add(`${app}\u0000${channel}`);
-      if (total > 0) transitions.occupancy(node, 'occupied', app, channel, true);
+      if (total > 0) transitions.occupancy(node, 'occupied', app, channel, quiet, false, sender);
     }
     remoteCounts(node, msg.counts);
     if (!listed || !msg.last) return;
     incoming.delete(k);
+    if (!quiet) {
+      const done = answering.get(node)!;
+      done.add(msg.shard!);
+      if (done.size >= msg.shards!) answering.delete(node);
+    }
     const mine = (app: string, channel: string) => ownerOf(app, channel, msg.shards!) === msg.shard;
     for (const users of [...(replica.members.get(node)?.values() ?? [])]) {
       for (const [app, channel, userId, userInfo] of [...users.values()]) {
@@ -285,13 +300,17 @@ export function startClusterPresence(deps: ClusterPresenceDeps): ClusterPresence
 
   // each owner shard's part goes out as soon as it comes: its later increments follow it
   // a node seen again after this one dropped it (declared failed) is asked for its state
-  cluster.onNodeJoined((node, rejoined) => sendState(node, rejoined));
+  cluster.onNodeJoined((node, rejoined) => {
+    if (rejoined) answering.set(node, new Set());
+    sendState(node, rejoined);
+  });
   deps.onBackendState((up) => {
     if (up) sendState('*');
   });
 
   cluster.onNodeGone((node, failed) => {
     replica.drop(node);
+    answering.delete(node);
     for (const k of [...incoming.keys()]) if (k.startsWith(`${node}\u0000`)) incoming.delete(k);
     // a failed node's webhooks go out from one survivor; a stopped one decided its own
     transitions.nodeGone(node, failed && decider());

@@ -30,7 +30,8 @@
 //  - a failed node's members and channels are removed by every survivor when its own
 //    cleanup pass declares it failed; the webhooks for them go out from one survivor, the
 //    one with the smallest node id (the same for every survivor once each has seen the
-//    failure);
+//    failure); if it comes back (it was paused, not killed), its state's members and
+//    channels are added back, their webhooks from that survivor too;
 //  - while the backend is down, this node's transitions are applied at once (nobody else
 //    hears of them; the webhook is sent as on a single node);
 //  - over a *cluster* of nats-servers, publishers on different servers are not ordered
@@ -68,16 +69,18 @@ export class ClusterTransitions {
   /**
    * Whether this node sends the webhook of a transition `node` made. `alone`: a
    * transition nobody else hears of (the backend is down, or this node has left): this
-   * node sends its own, as a single node would.
+   * node sends its own, as a single node would. `sender`, when given, decides (a rejoined
+   * node's state coming back: the node that sent its failure's webhooks sends them).
    */
-  private sends(node: string, quiet: boolean, alone: boolean): boolean {
+  private sends(node: string, quiet: boolean, alone: boolean, sender: boolean | undefined): boolean {
     if (quiet) return false;
+    if (sender !== undefined) return sender;
     if (alone || this.decides === null) return node === this.self;
     return this.decides();
   }
 
   /** A node-local member transition of `node`, at its place in the backend's order. */
-  member(node: string, op: 'added' | 'removed', app: string, channel: string, userId: unknown, quiet = false, alone = false): void {
+  member(node: string, op: 'added' | 'removed', app: string, channel: string, userId: unknown, quiet = false, alone = false, sender?: boolean): void {
     const k = keyOf(app, channel);
     const uk = userKey(userId);
     if (op === 'added') {
@@ -87,7 +90,7 @@ export class ClusterTransitions {
       if (!m) users.set(uk, (m = { id: userId, nodes: new Set() }));
       const first = m.nodes.size === 0;
       m.nodes.add(node);
-      if (first && this.sends(node, quiet, alone)) this.emit(app, { name: 'member_added', channel, user_id: userId });
+      if (first && this.sends(node, quiet, alone, sender)) this.emit(app, { name: 'member_added', channel, user_id: userId });
       return;
     }
     const users = this.members.get(k);
@@ -95,23 +98,23 @@ export class ClusterTransitions {
     if (!users || !m || !m.nodes.delete(node) || m.nodes.size > 0) return;
     users.delete(uk);
     if (users.size === 0) this.members.delete(k);
-    if (this.sends(node, quiet, alone)) this.emit(app, { name: 'member_removed', channel, user_id: m.id });
+    if (this.sends(node, quiet, alone, sender)) this.emit(app, { name: 'member_removed', channel, user_id: m.id });
   }
 
   /** A node-level occupancy transition of `node` (its first subscriber of the channel, or its last gone). */
-  occupancy(node: string, op: 'occupied' | 'vacated', app: string, channel: string, quiet = false, alone = false): void {
+  occupancy(node: string, op: 'occupied' | 'vacated', app: string, channel: string, quiet = false, alone = false, sender?: boolean): void {
     const k = keyOf(app, channel);
     let nodes = this.occupied.get(k);
     if (op === 'occupied') {
       if (!nodes) this.occupied.set(k, (nodes = new Set()));
       const first = nodes.size === 0;
       nodes.add(node);
-      if (first && this.sends(node, quiet, alone)) this.emit(app, { name: 'channel_occupied', channel });
+      if (first && this.sends(node, quiet, alone, sender)) this.emit(app, { name: 'channel_occupied', channel });
       return;
     }
     if (!nodes || !nodes.delete(node) || nodes.size > 0) return;
     this.occupied.delete(k);
-    if (this.sends(node, quiet, alone)) this.emit(app, { name: 'channel_vacated', channel });
+    if (this.sends(node, quiet, alone, sender)) this.emit(app, { name: 'channel_vacated', channel });
   }
 
   /**

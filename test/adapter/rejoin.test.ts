@@ -10,11 +10,14 @@
 //    subscriber gets member_removed carl and its watcher offline uma;
 //  - node B continues (SIGCONT): it never saw anything happen and sends nothing of its
 //    own; node A sees it again and asks it for its state, so carl is a member again
-//    (member_added) and uma online again on node A.
+//    (member_added) and uma online again on node A;
+//  - the webhooks follow: member_removed and channel_vacated (a channel only node B has)
+//    when node B was declared failed, member_added and channel_occupied when it is back.
 // Node B's view counts node A's member throughout.
 
 import t from 'tap';
 import { APP, eventually, RawClient, startServer, type Frame } from '../helpers/server';
+import { startReceiver } from '../webhooks/receiver';
 import { startBackend } from './backends';
 import { HEALTH, startChild } from './child';
 
@@ -31,7 +34,10 @@ for (const name of ['redis', 'nats'] as const) {
     const backend = await startBackend(name);
     t.teardown(() => backend.stop());
     const base = backend.config();
-    const cfg = { ...base, workers: 2, apps: [WATCH_APP], adapter: { ...base.adapter!, cluster_health: HEALTH } };
+    const r = await startReceiver();
+    t.teardown(() => r.close());
+    const hooks = [{ url: r.url, event_types: ['channel_occupied', 'channel_vacated', 'member_added', 'member_removed'] }];
+    const cfg = { ...base, workers: 2, apps: [{ ...WATCH_APP, webhooks: hooks }], adapter: { ...base.adapter!, cluster_health: HEALTH } };
     const a = await startServer(cfg);
     t.teardown(() => a.stop());
     const { child, port } = await startChild(t, (p) => ({ ...cfg, host: '127.0.0.1', port: p, log: { level: 'error' } }));
@@ -51,14 +57,19 @@ for (const name of ['redis', 'nats'] as const) {
     const uma = a.track(await RawClient.connect(onB));
     uma.send({ event: 'pusher:signin', data: sdk.authenticateUser(uma.socketId, { id: 'uma' }) });
     await uma.event('pusher:signin_success', undefined, 5000);
+    const alone = `alone-rejoin-${name}`;
+    await carl.subscribe(alone);
     await watcher.next(member('pusher_internal:member_added', 'carl'), 10_000);
     await watcher.next(watchEvent('online', 'uma'), 10_000);
     t.pass('node A hears of carl and uma on node B');
+    const hooked = (event: string, ch: string) => r.events().filter((e) => e.name === event && e.channel === ch && (ch === alone || e.user_id === 'carl')).length;
+    await r.until(() => hooked('member_added', channel) === 1 && hooked('channel_occupied', alone) === 1, 10_000, 'node B\'s webhooks');
 
     child.kill('SIGSTOP');
     await watcher.next(member('pusher_internal:member_removed', 'carl'), 10_000);
     await watcher.next(watchEvent('offline', 'uma'), 10_000);
     t.equal(a.server.cluster!.nodes().length, 1, 'node A declared node B failed');
+    await r.until(() => hooked('member_removed', channel) === 1 && hooked('channel_vacated', alone) === 1, 10_000, 'the webhooks of node B\'s failure');
     child.kill('SIGCONT');
 
     await eventually(() => a.server.cluster!.nodes().length === 2, 10_000, 'node A to see node B again');
@@ -66,6 +77,8 @@ for (const name of ['redis', 'nats'] as const) {
     t.pass('carl is a member again on node A');
     await watcher.next(watchEvent('online', 'uma'), 10_000);
     t.pass('uma is online again for node A\'s watcher');
+    await r.until(() => hooked('member_added', channel) === 2 && hooked('channel_occupied', alone) === 2, 10_000, 'member_added and channel_occupied again');
+    t.pass('the webhooks: carl added again, the channel occupied again');
     // node B's own view of the channel was never wrong: a new subscriber there sees wes and carl
     const late = a.track(await RawClient.connect(onB));
     const ok = await late.subscribeAuthed(channel, { user_id: 'late', user_info: {} });
