@@ -13,7 +13,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { ConfigInput } from '../../src/config';
 import { startBackend } from '../adapter/backends';
 import { startNodePair } from '../helpers/cluster';
@@ -129,6 +129,18 @@ for (const name of ['redis', 'redis-cluster'] as const) {
 }
 
 /** Publishes until the answer is `status` (Redis going down or coming back is noticed within a second or so). */
+/** A redis-server and one node on it with the history driver redis (both stopped when `t` ends). */
+async function oneNode(t: Test): Promise<{ redis: RedisServer; srv: TestServer }> {
+  const redis = await RedisServer.start();
+  t.teardown(() => redis.stop());
+  const srv = await startServer({
+    database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis' },
+    apps: [{ ...APP, channel_history: HISTORY as never }],
+  });
+  t.teardown(() => srv.stop());
+  return { redis, srv };
+}
+
 async function triggerUntil(srv: TestServer, channel: string, status: number, data: unknown): Promise<{ status: number; body: string }> {
   const sdk = srv.sdk();
   let last = { status: 0, body: '' };
@@ -227,13 +239,7 @@ t.test(`history.driver redis: Redis down, and a Redis restart changes the epoch 
 });
 
 t.test(`history.driver redis: a subscription answered while its topic fetches missed messages is asked again, exactly once for both (${WORKERS} workers)`, async (t) => {
-  const redis = await RedisServer.start();
-  t.teardown(() => redis.stop());
-  const srv = await startServer({
-    database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis' },
-    apps: [{ ...APP, channel_history: HISTORY as never }],
-  });
-  t.teardown(() => srv.stop());
+  const { redis, srv } = await oneNode(t);
   const sdk = srv.sdk();
   const store = new Redis({ host: '127.0.0.1', port: redis.port });
   t.teardown(() => store.disconnect());
@@ -327,13 +333,7 @@ t.test(`history.driver redis: a channel's numbering is kept while it has subscri
 });
 
 t.test(`history.driver redis: a subscription Redis refused is asked again while connected, not only at the next reconnect (${WORKERS} workers)`, async (t) => {
-  const redis = await RedisServer.start();
-  t.teardown(() => redis.stop());
-  const srv = await startServer({
-    database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis' },
-    apps: [{ ...APP, channel_history: HISTORY as never }],
-  });
-  t.teardown(() => srv.stop());
+  const { redis, srv } = await oneNode(t);
   const c = srv.track(await RawClient.connect(srv.wsUrl()));
   await c.subscribe('room-acl');
   await triggerUntil(srv, 'room-acl', 200, { i: 1 });
