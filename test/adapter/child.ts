@@ -3,45 +3,17 @@
 // coordinator's failure).
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
-import { freePort } from '../helpers/net';
+import { freePort, listensOn } from '../helpers/net';
 import { eventually } from '../helpers/server';
 
 const BIN = path.resolve(__dirname, '..', '..', '..', 'bin', 'ringcast.js');
 
 /** Cluster health of the nodes of these tests: a dead node is declared failed within ~1.2 s. */
 export const HEALTH = { enabled: true, heartbeat_interval_ms: 200, node_timeout_ms: 1000, cleanup_interval_ms: 200 };
-
-/**
- * Whether process `pid` holds the listening TCP socket of 127.0.0.1:`port` (Linux /proc: the
- * socket's inode in /proc/net/tcp, among the process's open files). A connection that
- * succeeds says only that *something* listens there.
- */
-function listensOn(pid: number, port: number): boolean {
-  const local = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
-  const inodes = new Set<string>();
-  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
-    const f = line.trim().split(/\s+/);
-    if (f[1] === local && f[3] === '0A') inodes.add(`socket:[${f[9]}]`); // 0A: LISTEN
-  }
-  if (inodes.size === 0) return false;
-  let fds: string[];
-  try {
-    fds = readdirSync(`/proc/${pid}/fd`);
-  } catch {
-    return false; // exited
-  }
-  return fds.some((fd) => {
-    try {
-      return inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`));
-    } catch {
-      return false;
-    }
-  });
-}
 
 /**
  * Starts `ringcast start` with `config(port)`; resolves once the child itself listens on the

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { signedPost, rawRequest } from '../helpers/http';
-import { freePort } from '../helpers/net';
+import { freePort, listensOn } from '../helpers/net';
 import { APP, WORKERS, startServer } from '../helpers/server';
 import { CUT_SHARE } from '../../src/shard/shutdown';
 
@@ -93,20 +93,38 @@ function configFile(t: Test, port: number): string {
   return file;
 }
 
+class ExitedBeforeListening extends Error {}
+
+/** Until `server` itself listens on `port` (not another process that took the port) and answers /up. */
 async function waitUp(port: number, server: Child): Promise<void> {
   for (const until = Date.now() + 20_000; Date.now() < until;) {
-    if (server.done()) throw new Error(`ringcast exited before listening: ${server.out()}`);
-    const ok = await rawRequest(port, 'GET', '/up', undefined, {}, 1000).then((r) => r.status === 200, () => false);
+    if (server.done()) throw new ExitedBeforeListening(`ringcast exited before listening: ${server.out()}`);
+    const ok = listensOn(server.proc.pid!, port) && await rawRequest(port, 'GET', '/up', undefined, {}, 1000).then((r) => r.status === 200, () => false);
     if (ok) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error('ringcast did not answer /up');
 }
 
+/**
+ * `ringcast start` on a free port, up; on another port when it exits before it listens
+ * (another process took the port between freePort and its bind: it boots for a second).
+ */
+async function startRingcast(t: Test): Promise<{ port: number; server: Child }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const server = run(t, [path.join(ROOT, 'bin', 'ringcast.js'), 'start', '--config', configFile(t, port)]);
+    try {
+      await waitUp(port, server);
+      return { port, server };
+    } catch (err) {
+      if (!(err instanceof ExitedBeforeListening) || !/could not listen/.test(server.out()) || attempt >= 5) throw err;
+    }
+  }
+}
+
 async function sigtermWith(t: Test, what: 'ws' | 'http' | 'both'): Promise<void> {
-  const port = await freePort();
-  const server = run(t, [path.join(ROOT, 'bin', 'ringcast.js'), 'start', '--config', configFile(t, port)]);
-  await waitUp(port, server);
+  const { port, server } = await startRingcast(t);
   const { sockets } = await frozenClients(t, port, what);
   const t0 = Date.now();
   server.proc.kill('SIGTERM');

@@ -5,7 +5,7 @@
 //    the `ws` client's framing, or JSON.parse, or end the socket with 1006);
 //  - stop() resolves / the process exits 0 within shutdown_grace_period.
 
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 
@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import WebSocket from 'ws';
-import { freePort } from '../helpers/net';
+import { freePort, listensOn } from '../helpers/net';
 import { APP, WORKERS, startServer } from '../helpers/server';
 import { publish } from './api';
 
@@ -134,14 +134,15 @@ t.test('stop() with 2,000 subscribers under load', async (t) => {
   await checkClients(t, subs);
 });
 
-async function waitUp(port: number, exited: () => boolean): Promise<void> {
+/** Until process `pid` itself listens on `port` (not another process that took the port) and answers /up; false: it exited first. */
+async function waitUp(port: number, pid: number, exited: () => boolean): Promise<boolean> {
   for (const until = Date.now() + 20_000; Date.now() < until;) {
-    if (exited()) throw new Error('ringcast exited before listening');
-    const ok = await new Promise<boolean>((resolve) => {
+    if (exited()) return false;
+    const ok = listensOn(pid, port) && await new Promise<boolean>((resolve) => {
       http.get({ host: '127.0.0.1', port, path: '/up', agent: false, timeout: 1000 }, (res) => { res.resume(); resolve(res.statusCode === 200); })
         .on('error', () => resolve(false)).on('timeout', function (this: http.ClientRequest) { this.destroy(); });
     });
-    if (ok) return;
+    if (ok) return true;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error('ringcast did not answer /up');
@@ -150,24 +151,36 @@ async function waitUp(port: number, exited: () => boolean): Promise<void> {
 t.test('SIGTERM to `ringcast start` with 2,000 subscribers under load', async (t) => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-shutdown-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  const file = path.join(dir, 'config.yaml');
-  writeFileSync(file, [
-    'host: 127.0.0.1', `port: ${port}`, `workers: ${WORKERS}`, `shutdown_grace_period: ${GRACE_MS}`,
-    'log:', '  level: warn', 'apps:', `  - id: ${APP.id}`, `    key: ${APP.key}`, `    secret: ${APP.secret}`, '',
-  ].join('\n'));
   const env: NodeJS.ProcessEnv = {};
   for (const k of ['PATH', 'HOME', 'TMPDIR', 'LANG']) if (process.env[k] !== undefined) env[k] = process.env[k];
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'ringcast.js'), 'start', '--config', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const file = path.join(dir, 'config.yaml');
+  let port = 0;
+  let child!: ChildProcess;
   let stderr = '';
-  child.stderr!.on('data', (b: Buffer) => { stderr += b.toString(); });
-  child.stdout!.resume();
   let exitCode: number | string | null = null;
-  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, sig) => { exitCode = code ?? sig ?? -1; resolve(exitCode); }));
-  t.teardown(async () => {
-    if (exitCode === null) { child.kill('SIGKILL'); await exited; }
-  });
-  await waitUp(port, () => exitCode !== null);
+  let exited!: Promise<number | string>;
+  // another port when it exits before it listens (another process took the port between
+  // freePort and its bind: it boots for a second)
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort();
+    writeFileSync(file, [
+      'host: 127.0.0.1', `port: ${port}`, `workers: ${WORKERS}`, `shutdown_grace_period: ${GRACE_MS}`,
+      'log:', '  level: warn', 'apps:', `  - id: ${APP.id}`, `    key: ${APP.key}`, `    secret: ${APP.secret}`, '',
+    ].join('\n'));
+    const proc = spawn(process.execPath, [path.join(ROOT, 'bin', 'ringcast.js'), 'start', '--config', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = proc;
+    stderr = '';
+    exitCode = null;
+    proc.stderr!.on('data', (b: Buffer) => { stderr += b.toString(); });
+    proc.stdout!.resume();
+    const done = new Promise<number | string>((resolve) => proc.once('exit', (code, sig) => { exitCode = code ?? sig ?? -1; resolve(exitCode); }));
+    exited = done;
+    t.teardown(async () => {
+      if (proc.exitCode === null && proc.signalCode === null) { proc.kill('SIGKILL'); await done; }
+    });
+    if (await waitUp(port, proc.pid!, () => exitCode !== null)) break;
+    if (!/could not listen/.test(stderr) || attempt >= 5) throw new Error(`ringcast exited before listening: ${stderr}`);
+  }
   const subs = await openMany(port);
   const pub = publisher(port);
   await loaded(t, subs);

@@ -64,7 +64,15 @@ export async function startReceiver(path = '/hooks'): Promise<Receiver> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const rawBody = Buffer.concat(chunks).toString();
-      const r: Received = { path: req.url ?? '', headers: req.headers, rawBody, body: JSON.parse(rawBody), at: Date.now() };
+      let body: Received['body'];
+      try {
+        body = JSON.parse(rawBody) as Received['body'];
+      } catch {
+        // not a webhook (another test's process polling a port this receiver now has): not recorded
+        res.writeHead(400).end('not a webhook: the body is not JSON');
+        return;
+      }
+      const r: Received = { path: req.url ?? '', headers: req.headers, rawBody, body, at: Date.now() };
       const index = requests.length;
       requests.push(r);
       const status = rec.respond(r, index);
