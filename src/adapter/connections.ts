@@ -1,6 +1,7 @@
 // app max_connections over the cluster, the primary's part: every `intervalMs` this node
 // tells the others its connection count per app when it changed (and all of them to a
-// node that just joined); it sums what the others told and writes it into the remote row
+// node that just joined; a node seen again after this one declared it failed is asked for
+// its own, `ask`, since it sends them on change only); it sums what the others told and writes it into the remote row
 // of the shared counters (channels/counters.ts), which every shard adds when it admits a
 // connection. A node that is gone no longer counts.
 //
@@ -34,20 +35,22 @@ export function shareConnectionCounts(deps: {
     }
   }
 
-  function tell(force: boolean): void {
+  function tell(force: boolean, ask = false): void {
     const counts: Record<string, number> = {};
     for (const [app, slot] of Object.entries(deps.slots())) counts[app] = counters.get(slot);
     const key = JSON.stringify(counts);
     if (!force && key === sent) return;
-    if (cluster.broadcast({ t: 'conns', node: cluster.id, counts })) sent = key;
+    if (cluster.broadcast({ t: 'conns', node: cluster.id, counts, ...(ask ? { ask: true } : {}) })) sent = key;
   }
 
   cluster.onPeerMsg((msg) => {
     if (msg.t !== 'conns') return;
     byNode.set(msg.node, new Map(Object.entries(msg.counts)));
     sum();
+    // a node that dropped another and sees it again asks for the counts (sent on change only)
+    if (msg.ask === true) tell(true);
   });
-  cluster.onNodeJoined(() => tell(true));
+  cluster.onNodeJoined((_node, rejoined) => tell(true, rejoined));
   cluster.onNodeGone((node) => {
     if (byNode.delete(node)) sum();
   });

@@ -65,8 +65,8 @@ export type NodeMsg =
    * `ask`: as in `sync`.
    */
   | { t: 'users'; node: string; to: string; users: [app: string, userId: string][]; first: boolean; last: boolean; ask?: boolean }
-  /** `node`'s connections per app id (adapter/connections.ts). */
-  | { t: 'conns'; node: string; counts: Record<string, number> };
+  /** `node`'s connections per app id (adapter/connections.ts); `ask`: as in `sync` (every node answers with its own). */
+  | { t: 'conns'; node: string; counts: Record<string, number>; ask?: boolean };
 
 export type ChannelCount = [app: string, channel: string, total: number];
 export type Occupancy = [op: 'occupied' | 'vacated', app: string, channel: string];

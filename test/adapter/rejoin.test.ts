@@ -12,7 +12,9 @@
 //    own; node A sees it again and asks it for its state, so carl is a member again
 //    (member_added) and uma online again on node A;
 //  - the webhooks follow: member_removed and channel_vacated (a channel only node B has)
-//    when node B was declared failed, member_added and channel_occupied when it is back.
+//    when node B was declared failed, member_added and channel_occupied when it is back;
+//  - max_connections (4) counts node B's connections again on node A (they are sent on
+//    change only, so node A asks): node A admits one more and refuses the next with 4004.
 // Node B's view counts node A's member throughout.
 
 import t from 'tap';
@@ -23,7 +25,7 @@ import { HEALTH, startChild } from './child';
 
 t.setTimeout(120_000);
 
-const WATCH_APP = { ...APP, enable_watchlist_events: true };
+const WATCH_APP = { ...APP, enable_watchlist_events: true, max_connections: 4 };
 const data = (f: Frame) => (typeof f.data === 'string' ? JSON.parse(f.data) : f.data) as { user_id?: string; events?: { name: string; user_ids: string[] }[] };
 const watchEvent = (name: string, user: string) => (f: Frame) =>
   f.event === 'pusher_internal:watchlist_events' && (data(f).events ?? []).some((e) => e.name === name && e.user_ids.includes(user));
@@ -79,9 +81,22 @@ for (const name of ['redis', 'nats'] as const) {
     t.pass('uma is online again for node A\'s watcher');
     await r.until(() => hooked('member_added', channel) === 2 && hooked('channel_occupied', alone) === 2, 10_000, 'member_added and channel_occupied again');
     t.pass('the webhooks: carl added again, the channel occupied again');
+    // wes on node A, carl and uma on node B: one more connection fits the app's 4
+    const fourth = a.track(await RawClient.connect(a.wsUrl()));
+    t.not(fourth.socketId, '', 'node A admits a fourth connection');
+    const fifth = await RawClient.connect(a.wsUrl());
+    t.equal(fifth.socketId, '', 'node A refuses the fifth: it counts node B\'s two again');
+    t.equal(await fifth.closed(), 4004, 'closed with 4004');
+    await fourth.close();
     // node B's own view of the channel was never wrong: a new subscriber there sees wes and carl
-    const late = a.track(await RawClient.connect(onB));
-    const ok = await late.subscribeAuthed(channel, { user_id: 'late', user_info: {} });
+    // (node B admits it once it heard that node A's fourth is closed)
+    let late: RawClient | null = null;
+    await eventually(async () => {
+      const c = await RawClient.connect(onB);
+      if (c.socketId !== '') late = a.track(c);
+      return late !== null;
+    }, 10_000, 'node B to admit a connection once node A\'s fourth closed');
+    const ok = await late!.subscribeAuthed(channel, { user_id: 'late', user_info: {} });
     const snap = (typeof ok.data === 'string' ? JSON.parse(ok.data) : ok.data) as { presence: { hash: Record<string, unknown> } };
     t.same(Object.keys(snap.presence.hash).sort(), ['carl', 'late', 'wes'], 'node B still counts node A\'s member');
   });
