@@ -155,7 +155,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
   const echo = new EchoWatch({
     isUp: () => !stopped && !left && renew !== undefined && tx.isUp(),
     renew: () => renew!(),
-    probe: () => send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION }),
+    probe: () => heartbeat(),
     onDeaf: (ms) => {
       metrics.inc('cluster_transport_renewals_total');
       log.warn({ backend: tx.name, where: tx.where, overdue_ms: ms },
@@ -164,6 +164,11 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     onRenewFailed: (err) => log.warn({ backend: tx.name, where: tx.where, error: err instanceof Error ? err.message : String(err) },
       'cluster: renewing the backend connections failed; tried again when the next heartbeat does not come back'),
   });
+
+  /** One heartbeat on the control subject; false: not sent. */
+  function heartbeat(): boolean {
+    return send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION });
+  }
 
   function send(subject: string, msg: NodeMsg): boolean {
     // after its `bye` a node says nothing more: another node would take it back as alive
@@ -184,7 +189,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       log.info({ node }, 'cluster: node joined');
       // answer at once so that a node that just started learns of this one without
       // waiting a heartbeat interval
-      send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION });
+      heartbeat();
       const rejoined = dropped.delete(node);
       for (const fn of joinedListeners) fn(node, rejoined);
     }
@@ -319,12 +324,12 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     echo.reset();
     if (up) log.info({ backend: tx.name, where: tx.where }, 'cluster: backend reachable again');
     else log.warn({ backend: tx.name, where: tx.where }, 'cluster: backend unreachable; local delivery goes on, remote publishes are lost until it is back');
-    if (up) send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION });
+    if (up) heartbeat();
   });
 
   const timers: NodeJS.Timeout[] = [setInterval(() => echo.check(), ECHO_CHECK_MS)];
   const beat = () => {
-    if (!send(subj.ctl, { t: 'hb', node: id, v: WIRE_VERSION })) metrics.inc('cluster_heartbeat_failures_total');
+    if (!heartbeat()) metrics.inc('cluster_heartbeat_failures_total');
   };
   beat(); // the first one always: the other nodes learn of this one now
   if (health.enabled) {
