@@ -117,6 +117,8 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const ratelimit = allocateRateLimiterMemory(config);
   const interest = allocateInterest(shards);
   const clusterUp = new SharedArrayBuffer(4);
+  // the buckets the node subscribes (adapter/buckets.ts), read by the shards
+  const buckets = config.adapter.driver === 'local' ? null : new SharedArrayBuffer(4 * config.adapter.buckets);
   // The primary is the last endpoint of the mesh: it publishes into the shards (by
   // interest) and receives what they hand it (channels/bridge.ts).
   const bus = new Bus(shards, topology);
@@ -144,7 +146,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, clusterUp, bridge, port, testHooks, delta };
+  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, buckets, clusterUp, bridge, port, testHooks, delta };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {

@@ -1,7 +1,9 @@
 // One node of a ringcast cluster, on the primary thread, above any Transport:
 //
-//   local publishes   shards ─(bridge)─▶ primary ─▶ `<prefix>.pub` (once per process)
-//   remote publishes  `<prefix>.pub` ─▶ primary ─(bridge: interest routing)─▶ shards
+//   local publishes   shards ─(bridge)─▶ primary ─▶ the channel's bucket subject (once per
+//                     process; buckets.ts), or `<prefix>.pub` for the channels every node keeps
+//   remote publishes  the buckets this node subscribes (those with a local subscriber) and
+//                     `<prefix>.pub` ─▶ primary ─(bridge: interest routing)─▶ shards
 //   health            heartbeats on `<prefix>.ctl`; a node silent for node_timeout_ms is
 //                     declared failed by the next cleanup pass (onNodeFailed listeners);
 //                     a node that does not hear its own heartbeat back renews its
@@ -21,6 +23,8 @@ import { BusFullError } from '../bus/errors';
 import type { Bridge } from '../channels/bridge';
 import type { Config } from '../config/types';
 import { noMetrics, type MetricsSink } from '../metrics/types';
+import { bucketOf } from '../channels/interest';
+import { startBucketPlane, type BucketPlane } from './buckets';
 import { ECHO_CHECK_MS, EchoWatch } from './echo';
 import type { Transport } from './transport';
 import { decodeNode, encodeNodeMsg, encodeNodePublish, isPublishFrom, Kind, publishSender, WIRE_VERSION, type NodeMsg } from './wire';
@@ -79,6 +83,8 @@ export interface ClusterNode {
    * subjects of their own (delta/coord.ts) drop its messages as this one does.
    */
   foreign(node: string): boolean;
+  /** The data plane by interest (buckets.ts); null when every publish goes on `<prefix>.pub`. */
+  readonly buckets: BucketPlane | null;
   /** Whether the backend is reachable now. */
   isUp(): boolean;
   /** Called when stop() begins (the layers above stop their timers). */
@@ -96,6 +102,16 @@ export interface ClusterDeps {
   metrics?: MetricsSink;
   /** The node's id (newNodeId(); tests fix one); a new one when absent. */
   nodeId?: string;
+  /** Publishes by bucket (buckets.ts); absent: every publish on `<prefix>.pub`. */
+  buckets?: {
+    count: number;
+    lingerMs: number;
+    subject(b: number): string;
+    interest(b: number): boolean;
+    ready: SharedArrayBuffer;
+    /** Channels whose publishes every node needs (cache channels remembered by every node's owner): on `<prefix>.pub`. */
+    everywhere(app: string, channel: string): boolean;
+  };
 }
 
 /**
@@ -310,10 +326,15 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
     await tx.subscribe(s, handler);
     metrics.inc('adapter_subscribe_total');
   }
+  const b = deps.buckets;
+  const plane = b ? startBucketPlane({
+    transport: tx, buckets: b.count, lingerMs: b.lingerMs, subject: b.subject, interest: b.interest, ready: b.ready, handler, log, metrics,
+  }) : null;
+  const subjectOf = (app: string, channel: string) => b && !b.everywhere(app, channel) ? b.subject(bucketOf(app, channel, b.count)) : subj.pub;
 
   bridge.onLocal((f, delta) => {
     if (left) return; // after `bye`: the other nodes no longer count this one
-    if (tx.publish(subj.pub, encodeNodePublish(id, f, delta))) metrics.inc('adapter_publish_total');
+    if (tx.publish(subjectOf(f.app, f.channel), encodeNodePublish(id, f, delta))) metrics.inc('adapter_publish_total');
     else {
       metrics.inc('adapter_errors_total');
       logLimited(log, 'warn', { backend: tx.name, channel: f.channel }, 'cluster: a publish was not sent to the other nodes: the backend is down or not answering');
@@ -393,6 +414,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       echoListeners.push(fn);
     },
     foreign: (node) => foreign.has(node),
+    buckets: plane,
     isUp: () => tx.isUp(),
     onStop(fn) {
       stopListeners.push(fn);
@@ -402,6 +424,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       stopped = true;
       for (const fn of stopListeners) fn();
       for (const t of timers) clearInterval(t);
+      plane?.stop();
       for (const p of pending.values()) p.done(false);
       // the echoes of this node's last messages decide its last webhooks (adapter/
       // transitions.ts): wait for the `bye` behind them, within a bound

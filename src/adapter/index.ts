@@ -40,3 +40,17 @@ export function subjectPrefix(config: AdapterConfig): string {
       return `${config.database.redis.key_prefix}ringcast`;
   }
 }
+
+/**
+ * The subject of bucket b (buckets.ts): `<prefix>.b.<b>`; with Redis Cluster each bucket
+ * has a hash tag of its own, `{<key_prefix>ringcast.b.<b>}`, so the buckets spread over
+ * the slots and their masters share the publishes (each bucket in one slot: one order).
+ */
+export function bucketSubject(config: AdapterConfig): (b: number) => string {
+  if (config.adapter.driver === 'redis-cluster') {
+    const tag = `${config.database.redis_cluster.key_prefix}ringcast.b.`;
+    return (b) => `{${tag}${b}}`;
+  }
+  const prefix = subjectPrefix(config);
+  return (b) => `${prefix}.b.${b}`;
+}

@@ -3,7 +3,7 @@
 // reconnects by itself forever and re-creates the subscriptions; while it is disconnected
 // a publish is refused at once (the client would otherwise buffer without a bound).
 
-import type { ConnectionOptions, NatsConnection } from 'nats';
+import type { ConnectionOptions, NatsConnection, Subscription } from 'nats';
 import type { Config } from '../config/types';
 import { AdapterUnavailable, StateCell, withTimeout, type Transport } from './transport';
 
@@ -39,6 +39,7 @@ class NatsTransport implements Transport {
   private nc: NatsConnection | null = null;
   private readonly state = new StateCell();
   private closed = false;
+  private readonly subs = new Map<string, Subscription>();
 
   constructor(private readonly cfg: NatsConfig) {
     this.where = cfg.servers.join(', ');
@@ -73,8 +74,17 @@ class NatsTransport implements Transport {
 
   subscribe(subject: string, handler: (data: Uint8Array) => void): Promise<void> {
     if (!this.nc) return Promise.reject(new Error('nats transport: subscribe before connect'));
-    this.nc.subscribe(subject, { callback: (err, msg) => { if (!err) handler(msg.data); } });
+    this.subs.get(subject)?.unsubscribe();
+    this.subs.set(subject, this.nc.subscribe(subject, { callback: (err, msg) => { if (!err) handler(msg.data); } }));
+    // the server has the subscription once it answers the PING behind it
     return this.nc.flush();
+  }
+
+  async unsubscribe(subject: string): Promise<void> {
+    const sub = this.subs.get(subject);
+    if (!sub) return;
+    this.subs.delete(subject);
+    sub.unsubscribe();
   }
 
   isUp(): boolean {

@@ -128,6 +128,11 @@ class RedisTransport implements Transport {
     await (this.sharded ? this.sub.ssubscribe(subject) : this.sub.subscribe(subject));
   }
 
+  async unsubscribe(subject: string): Promise<void> {
+    if (!this.handlers.delete(subject)) return;
+    await (this.sharded ? this.sub.sunsubscribe(subject) : this.sub.unsubscribe(subject));
+  }
+
   isUp(): boolean {
     return this.state.get();
   }

@@ -47,7 +47,7 @@ export function signedTransport(tx: Transport, secret: string | null, deps: Sign
   // the rest goes to tx as is (called on tx: its state lives there)
   const wrapped = (publish: Transport['publish'], subscribe: Transport['subscribe']): Transport => ({
     name: tx.name, ordered: tx.ordered, where: tx.where, publish, subscribe,
-    connect: (ms) => tx.connect(ms), isUp: () => tx.isUp(), onState: (fn) => tx.onState(fn), close: () => tx.close(),
+    connect: (ms) => tx.connect(ms), unsubscribe: (subject) => tx.unsubscribe(subject), isUp: () => tx.isUp(), onState: (fn) => tx.onState(fn), close: () => tx.close(),
     ...(tx.renew ? { renew: () => tx.renew!() } : {}),
   });
   if (key === null) {

@@ -28,8 +28,13 @@ export interface Transport {
   connect(timeoutMs: number): Promise<void>;
   /** Fire and forget. false: not sent (the backend is down, or, for Redis, too many publishes unanswered). */
   publish(subject: string, data: Uint8Array): boolean;
-  /** Subscribes for the life of the transport (re-subscribed after reconnects). */
+  /**
+   * Subscribes until unsubscribe (re-subscribed after reconnects); resolves once the backend
+   * has acknowledged it: a message published on the subject after that reaches this node.
+   */
   subscribe(subject: string, handler: (data: Uint8Array) => void): Promise<void>;
+  /** Ends a subscription of subscribe() (nothing when there is none). */
+  unsubscribe(subject: string): Promise<void>;
   /** Whether the backend is reachable now. */
   isUp(): boolean;
   /** Called on every change of isUp(). */

@@ -105,6 +105,8 @@ export type ControlMsg =
    * cluster-directory.ts); answered with { answers, complete }.
    */
   | { type: 'cluster_ask'; req: number; from: number; question: { kind: string } & Record<string, unknown> }
+  /** Shard → primary: subscribe the node to this bucket (adapter/buckets.ts); answered once the backend acknowledged it. */
+  | { type: 'cluster_bucket'; req: number; from: number; bucket: number }
   /** Owner shard → primary (in a cluster): a node-local presence transition, for the other nodes. */
   | { type: 'cluster_member'; op: 'added' | 'removed'; app: string; channel: string; userId: unknown; userInfo: unknown }
   /** Primary → owner shard: another node's presence transition (channels/remote-presence.ts). */

@@ -32,6 +32,14 @@ import { channelHash } from './topic';
 /** Slots per table: 65,536 (× 4 bytes × words). 10,000 channels share a slot with ~7 % odds. */
 export const INTEREST_SLOTS = 1 << 16;
 
+/**
+ * A channel's bucket among `buckets` (a power of two ≤ INTEREST_SLOTS): the low bits of its
+ * hash, so each bucket is the set of slots congruent to it (adapter/buckets.ts).
+ */
+export function bucketOf(app: string, channel: string, buckets: number): number {
+  return channelHash(app, channel) & (buckets - 1);
+}
+
 /** Allocates the table for `shards` shards. */
 export function allocateInterest(shards: number, slots = INTEREST_SLOTS): SharedArrayBuffer {
   return new SharedArrayBuffer(slots * wordsFor(shards) * 4);
@@ -92,6 +100,16 @@ export class Interest {
       }
     }
     return out;
+  }
+
+  /** Whether any shard has a subscriber of a channel in `bucket` of `buckets` (bucketOf). */
+  bucketHas(bucket: number, buckets: number): boolean {
+    const t = this.table;
+    const stride = buckets * this.words;
+    for (let i = bucket * this.words; i < t.length; i += stride) {
+      for (let w = 0; w < this.words; w++) if (Atomics.load(t, i + w) !== 0) return true;
+    }
+    return false;
   }
 
   /** Primary, when shard `s` died: its bits go (its replacement starts with no subscription). */

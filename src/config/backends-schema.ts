@@ -41,6 +41,14 @@ export const adapter = section({
     doc: 'Signs every cluster frame this node sends (HMAC-SHA256) and drops every frame received without the same secret\'s signature; null: frames unsigned, anyone who can publish on the backend under the prefix is a node. Every node of a cluster needs the same value. At least 16 characters.',
     env: 'ADAPTER_CLUSTER_SECRET', ours: true,
   }),
+  buckets: int(1024, 1, {
+    max: 65_536, ours: true, env: 'ADAPTER_BUCKETS',
+    doc: 'Publishes travel on one of this many bucket subjects (a hash of app and channel; a power of two); a node subscribes to a bucket only while it has a subscriber of one of its channels. Every node of a cluster needs the same value.',
+  }),
+  bucket_linger_ms: int(10_000, 0, {
+    max: 3_600_000, ours: true,
+    doc: 'A bucket without local subscribers stays subscribed this long (ms) before the node unsubscribes (churn does not thrash the backend).',
+  }),
   buffer_multiplier_per_cpu: int(64, 1, {
     doc: 'Refused when changed: the adapter has no per-CPU buffer (a publish goes to the backend at once).', env: 'ADAPTER_BUFFER_MULTIPLIER_PER_CPU',
   }),

@@ -15,7 +15,7 @@ import { parseEnv } from './env';
 import { Checker, ConfigError, isMapping, show, suggest } from './checker';
 import { GlobalSchema, type GlobalConfig } from './schema';
 import { check, decode, keyOf } from './issues';
-import { globalRules } from './rules';
+import { clusterHistoryRule, globalRules } from './rules';
 import { validateApps } from './apps';
 import { deepFreeze } from './freeze';
 
@@ -72,6 +72,7 @@ export function loadConfig(opts: LoadConfigOptions = {}): Config {
   const global = decode(GlobalSchema, globalTree) as GlobalConfig;
   globalRules(c, global);
   const apps = validateApps(c, tree, global, env.app);
+  clusterHistoryRule(c, global, apps);
   c.throwIfAny();
   return deepFreeze({ ...global, apps });
 }

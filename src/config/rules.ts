@@ -17,6 +17,8 @@ export const RULES: readonly string[] = [
   '`console.port` differs from `port` and, with metrics on, from `metrics.port`; `console.token` has at least 16 characters, and is set when `console.enabled` is true unless `console.allow_app_secret` is true.',
   '`adapter.cluster_health.heartbeat_interval_ms` ≤ `node_timeout_ms` / 3 when cluster health is enabled.',
   '`database.redis_cluster.nodes` lists at least one node when `adapter.driver`, `cache.driver`, `rate_limiter.driver` or `history.driver` is redis-cluster; `adapter.nats.servers` lists at least one server when `adapter.driver` is nats.',
+  '`adapter.buckets` is a power of two.',
+  '`history.driver` is redis or redis-cluster when `adapter.driver` is not local and an app has `channel_history`.',
   '`delta_compression.cluster_coordination` needs `adapter.driver` redis, redis-cluster or nats.',
   '`database.redis.pool_min` ≤ `database.redis.pool_max`; `database.pooling.min` ≤ `database.pooling.max`.',
   "`cors.origin` does not contain '*' when `cors.credentials` is true (browsers reject it).",
@@ -28,6 +30,13 @@ export const RULES: readonly string[] = [
   'Apps: ids and keys are unique; webhook header names are HTTP header names and their values hold no CR, LF or NUL; a `lambda://` URL names a function ARN; `app_manager.driver: memory` is refused.',
   'Refused when changed from the default (src/config/support.ts): `database.pooling.*`, `database.redis.pool_min`, `database.redis.pool_max`, `adapter.buffer_multiplier_per_cpu`.',
 ];
+
+/** History channels in a cluster: one store for every node (memory is per process). */
+export function clusterHistoryRule(c: Checker, cfg: GlobalConfig, apps: readonly { channel_history?: unknown }[]): void {
+  if (cfg.adapter.driver === 'local' || cfg.history.driver !== 'memory' || !c.ok('adapter.driver', 'history.driver')) return;
+  if (!apps.some((a) => a.channel_history && Object.keys(a.channel_history).length > 0)) return;
+  c.fail('history.driver', `must be redis or redis-cluster with adapter.driver ${cfg.adapter.driver} and apps with channel_history: memory numbers and keeps each node's own history, so other nodes' events would miss recovering subscriptions (set history.driver: redis or redis-cluster)`, 'memory');
+}
 
 export function globalRules(c: Checker, cfg: GlobalConfig): void {
   if (cfg.ssl.enabled && c.ok('ssl.enabled')) {
@@ -63,6 +72,9 @@ export function globalRules(c: Checker, cfg: GlobalConfig): void {
   }
   if (cfg.adapter.driver === 'nats' && c.ok('adapter.nats.servers') && cfg.adapter.nats.servers.length === 0) {
     c.fail('adapter.nats.servers', 'must list at least one server when adapter.driver is nats (or set NATS_SERVERS)', undefined, false);
+  }
+  if (c.ok('adapter.buckets') && (cfg.adapter.buckets & (cfg.adapter.buckets - 1)) !== 0) {
+    c.fail('adapter.buckets', 'must be a power of two (1, 2, 4, … 65536)', cfg.adapter.buckets);
   }
   if (cfg.delta_compression.cluster_coordination === true && cfg.adapter.driver === 'local') {
     c.fail('delta_compression.cluster_coordination', 'needs adapter.driver redis, redis-cluster or nats (it is local)', undefined, false);

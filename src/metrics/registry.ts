@@ -80,6 +80,7 @@ const GAUGES: Record<GaugeName, Def> = {
   presence_members: { help: 'Members of a presence channel', labels: ['app_id', 'channel'] },
   websocket_buffer_usage: { help: 'Bytes buffered for sending, summed over sockets', labels: [] },
   cluster_nodes_active: { help: 'Active cluster nodes', labels: [] },
+  adapter_buckets_subscribed: { help: 'Bucket subjects this node subscribes on the cluster backend (those with a local subscriber)', labels: [] },
   bus_spill_bytes: { help: 'Bytes waiting in writer-side spill queues of internal rings', labels: [] },
   hook_calls_in_flight: { help: 'Backend hook calls waiting for their answer', labels: [] },
   hook_breakers_open: { help: 'Shards whose circuit breaker of a hook endpoint is open or half-open (url: scheme, host and path)', labels: ['url'] },

@@ -58,7 +58,7 @@ export type CounterName =
 
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
-  | 'websocket_buffer_usage' | 'cluster_nodes_active'
+  | 'websocket_buffer_usage' | 'cluster_nodes_active' | 'adapter_buckets_subscribed'
   /** ours: bytes waiting in writer-side spill queues of this thread's rings */
   | 'bus_spill_bytes'
   /** ours: webhook requests waiting to be sent or retried (primary) */

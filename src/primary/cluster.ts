@@ -5,7 +5,7 @@
 // counts (adapter/connections.ts), and the backend's up/down flag that /up/{appId} reads.
 
 import type { Logger } from 'pino';
-import { ADAPTER_CONNECT_TIMEOUT_MS, newNodeId, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
+import { ADAPTER_CONNECT_TIMEOUT_MS, bucketSubject, newNodeId, startClusterNode, subjectPrefix, type ClusterNode, type Transport } from '../adapter';
 import { shareConnectionCounts } from '../adapter/connections';
 import { signedTransport } from '../adapter/signed';
 import { startClusterPresence } from '../adapter/presence';
@@ -21,6 +21,7 @@ import { coordinated, startDeltaCoordination, type DeltaCoord, type DeltaLocal }
 import type { DeltaShardInit } from '../delta/init';
 import { Interest } from '../channels/interest';
 import type { MetricsSink } from '../metrics/types';
+import { isCacheChannel } from '../protocol/channels';
 import type { WebhookService } from '../webhooks/service';
 
 /** How long a node waits for the other nodes' answers to a channel question (then answers with what came). */
@@ -33,7 +34,7 @@ export interface ClusterWiring {
   bus: Bus;
   bridge: Bridge;
   /** What the shards share: counters memory, the current app slots, the cluster-up flag. */
-  base: { shards: number; counters: SharedArrayBuffer; appSlots: Record<string, number>; clusterUp: SharedArrayBuffer; delta?: DeltaShardInit | null };
+  base: { shards: number; counters: SharedArrayBuffer; appSlots: Record<string, number>; clusterUp: SharedArrayBuffer; delta?: DeltaShardInit | null; interest: SharedArrayBuffer; buckets: SharedArrayBuffer | null };
   log: Logger;
   metrics: MetricsSink;
   /** Where the occupancy and member webhooks the cluster decides go (null: no webhooks). */
@@ -56,8 +57,16 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   // adapter.cluster_secret: every frame of the node and of the delta coordination signed and checked
   const id = newNodeId();
   const transport = signedTransport(w.transport, w.config.adapter.cluster_secret, { log, metrics, self: id });
+  // the data plane by interest (adapter/buckets.ts): what the shards subscribe decides the buckets
+  const interest = new Interest(base.interest, base.shards, -1);
+  const { buckets: count, bucket_linger_ms: lingerMs } = w.config.adapter;
+  // cache channels (cache.driver memory): every node's owner remembers a remote publish
+  const everywhere = w.config.cache.driver === 'memory' ? (_app: string, channel: string) => isCacheChannel(channel) : () => false;
   const node = await startClusterNode({
     transport, nodeId: id, prefix: subjectPrefix(w.config), bridge: w.bridge, health: w.config.adapter.cluster_health, log, metrics,
+    buckets: base.buckets ? {
+      count, lingerMs, subject: bucketSubject(w.config), ready: base.buckets, everywhere, interest: (b) => interest.bucketHas(b, count),
+    } : undefined,
   }, ADAPTER_CONNECT_TIMEOUT_MS);
 
   // another node's question is answered from this node's owner shards
@@ -97,6 +106,12 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
       if (msg.type === 'cluster_member' || msg.type === 'cluster_count') return presence.fromShard(msg);
       if (msg.type === 'cluster_user' || msg.type === 'cluster_users') return watchlists.fromShard(msg);
       if (msg.type === 'delta_origin') return coord?.origin(msg);
+      if (msg.type === 'cluster_bucket') {
+        // answered once the backend acknowledged the subscription (or it failed: the shard goes on)
+        const done = (ok: boolean) => bus.reply(from, msg.req, ok);
+        if (!node.buckets) return done(true);
+        return void node.buckets.ensure(msg.bucket).then(() => done(true), () => done(false));
+      }
       if (msg.type !== 'cluster_ask') {
         log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
         return;

@@ -17,6 +17,7 @@ import { createBusDirectory, type ChannelDirectory } from '../channels/directory
 import { nativeFanout } from '../channels/fanout';
 import { createFilteredSubscriptions, type FilteredSubscriptions } from '../channels/filtered';
 import { Interest } from '../channels/interest';
+import { createBucketGate, type BucketGate } from '../channels/bucket-gate';
 import { createOwnerService, type OwnerService } from '../channels/owner-service';
 import { createShardHistory, createShardHistorySide, type ShardHistory } from './history';
 import type { HistoryShard } from '../history/shard';
@@ -80,6 +81,8 @@ export interface ShardContext {
   readonly sharedCache: SharedCache | null;
   readonly cache: CacheChannels | null;
   readonly interest: Interest;
+  /** In a cluster: the first subscriber of a bucket waits for the node's backend subscription (channels/bucket-gate.ts). */
+  readonly buckets: BucketGate | null;
   readonly tap: Tap | null;
   readonly filters: FilteredSubscriptions<Socket> | null;
   readonly delta: DeltaShard<Socket> | null;
@@ -150,6 +153,10 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   cacheStore?.startSweep(30_000);
   // Which shards have subscribers of a channel: this shard keeps its own bit (channels/interest.ts).
   const interest = new Interest(init.interest, shards, shardId);
+  const buckets = init.buckets && createBucketGate({
+    ready: init.buckets, buckets: config.adapter.buckets,
+    request: (bucket) => bus.request(shards, { type: 'cluster_bucket', bucket }),
+  });
   // The live console's event tap (console/tap.ts): a pipeline stage only when the console is on.
   const tap = config.console.enabled ? createTap(shardId, post) : null;
   // Tag filtering (channels/filtered.ts): the filter visitor stage; null when disabled.
@@ -174,7 +181,7 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
 
   const tally = new MemberTally(shards);
   // The context is filled in below; the callbacks read it late (owner ↔ publisher ↔ webhooks).
-  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, tap, filters, delta, stopping: false, shadows: null, tally, topics, fallback: null } as Partial<ShardContext> as ShardContext;
+  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, buckets, tap, filters, delta, stopping: false, shadows: null, tally, topics, fallback: null } as Partial<ShardContext> as ShardContext;
 
   // History channels (history/): numbered and kept by their owner shard; its stage sends their events there.
   // With delta compression the owner sends their numbered messages to the sequencer (docs/history.md).

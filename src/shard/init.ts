@@ -26,6 +26,8 @@ export interface ShardInit {
   clusterUp: SharedArrayBuffer;
   /** Interest routing table (channels/interest.ts): which shards have subscribers of a channel. */
   interest: SharedArrayBuffer;
+  /** Int32[adapter.buckets], written by the primary: 1 while the node subscribes the bucket (adapter/buckets.ts); null without a cluster adapter. */
+  buckets: SharedArrayBuffer | null;
   /**
    * The primary bridges this process to others (a cluster adapter, or start()'s `bridge`
    * option): local API and client events are also written to the primary (thread index

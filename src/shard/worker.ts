@@ -57,7 +57,7 @@ const hooks = createShardHooks<Socket, SocketData>({ config, metrics: ctx.metric
 
 let socketSeq = 0;
 const behavior = createWsBehavior({
-  config, apps: ctx.apps, shardId, publisher: ctx.publisher, directory: ctx.directory, interest: ctx.interest,
+  config, apps: ctx.apps, shardId, publisher: ctx.publisher, directory: ctx.directory, interest: ctx.interest, buckets: ctx.buckets,
   counters: ctx.counters, sockets, uws, log: logOf('ws'), metrics: ctx.metrics, limiter, out: ctx.out,
   backpressure: ctx.backpressure,
   shadows: failover.shadows,

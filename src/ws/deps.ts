@@ -4,6 +4,7 @@ import type { AppRegistry } from '../apps/registry';
 import type { Config } from '../config/types';
 import type { ChannelDirectory } from '../channels/directory';
 import type { Interest } from '../channels/interest';
+import type { BucketGate } from '../channels/bucket-gate';
 import type { Publisher } from '../channels/publisher';
 import type { CacheChannels } from '../channels/cache';
 import type { FilteredSubscriptions } from '../channels/filtered';
@@ -31,6 +32,8 @@ export interface WsDeps {
   directory: ChannelDirectory;
   /** This shard's bit of interest routing: kept in step with the sockets' subscription records. */
   interest: Interest;
+  /** In a cluster: a bucket's first subscriber waits for the node's backend subscription (channels/bucket-gate.ts). */
+  buckets?: BucketGate | null;
   counters: ConnectionCounters;
   /** This shard's open sockets by socket_id. */
   sockets: Map<string, Socket>;

@@ -48,6 +48,7 @@ export function createSignin(deps: WsDeps) {
       d.userId = id;
       // interest before the topic: '#server-to-user-<id>' publishes find this shard (channels/interest.ts)
       deps.interest.add(app.id, SERVER_TO_USER_PREFIX + id);
+      deps.buckets?.want(app.id, SERVER_TO_USER_PREFIX + id);
       ws.subscribe(topicOf(app.id, SERVER_TO_USER_PREFIX + id));
     }
     ws.send(frame(deps.out(Ev.SigninSuccess), { user_data: userData }), false);

@@ -363,9 +363,22 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const noDelta = deps.history?.settings.of(app.id, channel) && (!deps.history.deltas || filter !== null);
       const algo = noDelta ? null : deltaOf(ws, d, app, channel, data.delta);
       if (algo === false) return;
-      const admit = type === 'presence'
+      const join = type === 'presence'
         ? () => joinPresence(ws, d, app, channel, data.channel_data as string, filter, algo, plan)
         : () => admitPlain(ws, d, app, channel, type, filter, algo, plan);
+      const gate = deps.buckets;
+      // in a cluster: interest first (it holds the bucket on the primary: adapter/buckets.ts),
+      // then the wait for the node's backend subscription, then the subscription itself
+      const admit = gate ? () => {
+        interest.add(app.id, channel);
+        gate.after(app.id, channel, () => {
+          try {
+            if (!d.closed && !d.channels.has(channel)) join();
+          } finally {
+            interest.remove(app.id, channel);
+          }
+        });
+      } : join;
       // subscribe hook (hooks/connection.ts): after the auth check, before anything is joined or answered
       if (deps.hooks?.subscribe(ws, d, channel, type === 'presence' ? data.channel_data as string : undefined, admit)) return;
       admit();
