@@ -91,7 +91,7 @@ export interface RunningServer {
    */
   readonly bridge: Bridge | null;
   /** This process as a node of a cluster (adapter.driver redis, redis-cluster, nats); null with `local`. */
-  readonly cluster: Pick<ClusterNode, 'id' | 'nodes' | 'isUp'> | null;
+  readonly cluster: Pick<ClusterNode, 'id' | 'nodes' | 'isUp' | 'buckets'> | null;
 }
 
 export interface StartOptions {

@@ -110,7 +110,13 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
         // answered once the backend acknowledged the subscription (or it failed: the shard goes on)
         const done = (ok: boolean) => bus.reply(from, msg.req, ok);
         if (!node.buckets) return done(true);
-        return void node.buckets.ensure(msg.bucket).then(() => done(true), () => done(false));
+        const subscribed = node.buckets.ensure(msg.bucket);
+        // backend down: the subscription is made when it is back; the subscriber does not wait for it
+        if (!node.isUp()) {
+          subscribed.catch(() => undefined);
+          return done(false);
+        }
+        return void subscribed.then(() => done(true), () => done(false));
       }
       if (msg.type !== 'cluster_ask') {
         log.warn({ type: msg.type }, 'primary: unexpected control message from a shard');
