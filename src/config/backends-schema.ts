@@ -34,7 +34,7 @@ export const adapter = section({
     token: optStr({ doc: 'NATS token.' }),
     prefix: Type.String({
       pattern: '^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$', default: 'ringcast',
-      ...meta({ doc: 'Subject prefix: <prefix>.pub, .ctl, .node.<id>.', rule: 'must be NATS subject tokens (letters, digits, _ and -) joined by single dots, with no wildcard' }),
+      ...meta({ doc: 'Subject prefix: <prefix>.pub, .ctl, .node.<id>, .b.<bucket>.', rule: 'must be NATS subject tokens (letters, digits, _ and -) joined by single dots, with no wildcard' }),
     }),
   }, 'The nats adapter.'),
   cluster_secret: clusterSecret({

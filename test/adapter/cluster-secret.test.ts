@@ -13,6 +13,7 @@ import { createSecretKey, type KeyObject } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { connect as natsConnect } from 'nats';
 import t from 'tap';
+import { bucketOf } from '../../src/channels/interest';
 import { encodeNodeMsg, encodeNodePublish, signFrame } from '../../src/adapter/wire';
 import { loadConfig, type ConfigInput } from '../../src/config';
 import { metric } from '../faults/api';
@@ -141,7 +142,8 @@ for (const name of ['redis', 'nats'] as const) {
       await eventually(async () => await rejected(c, 'bad_signature') > 0 && await rejected(d, 'signed') > 0
         && await rejected(a, 'bad_signature') > 0 && await rejected(a, 'unsigned') > 0, 10_000, 'the other nodes\' frames to be refused');
       const pub = `${prefix}.pub`;
-      const inj = await injector(cfg, pub);
+      // the nodes publish on the channel's bucket subject (adapter/buckets.ts)
+      const inj = await injector(cfg, `${prefix}.b.${bucketOf(APP.id, channel, 1024)}`);
       t.teardown(() => inj.close());
       await a.sdk().trigger(channel, 'from-a', 'x');
       await c.sdk().trigger(channel, 'from-c', 'x');

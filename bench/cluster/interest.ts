@@ -1,0 +1,181 @@
+// What the data plane by interest (src/adapter/buckets.ts) saves and spreads.
+//
+//   node dist/bench/cluster/interest.js waste  [options]
+//   node dist/bench/cluster/interest.js spread [options]
+//   node dist/bench/cluster/interest.js --help
+//
+// waste   2 nodes over one redis-server (--backend redis) or nats-server (--backend nats);
+//         --subs subscribers, each on its own channel, all on node A; publishes at --rate
+//         for --seconds through node A. Reports the CPU of node B (% of one core, /proc)
+//         and the bytes node B read (/proc/<pid>/io rchar: its backend connection and
+//         nothing else, it has no clients), node A's CPU and the backend's for reference.
+// spread  3 nodes over a 3-master Redis Cluster; --subs channels, each with one
+//         subscriber on every node; publishes at --rate through node A. Reports each
+//         master's share of the pub/sub commands it executed (INFO commandstats:
+//         spublish + publish) and checks that every publish answered 200 reached its
+//         three subscribers (lost = 0).
+//
+// --base DIR runs the same with another checkout's build (bench/README.md, "Before and
+// after"), e.g. the build before buckets, for the figures of docs/scaling.md.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import WebSocket from 'ws';
+import { NatsServer } from '../../test/helpers/nats';
+import { RedisCluster, RedisServer, redisCommand } from '../../test/helpers/redis';
+import { readOptions } from '../harness/args';
+import { Publisher, sleep } from '../harness/load';
+import { killAllNow } from '../harness/procs';
+import { APP, freePort, processCpuUs, type RunningTarget } from '../harness/target';
+import { ringcastTarget } from '../targets/ringcast';
+
+const USAGE = `Usage: node dist/bench/cluster/interest.js waste|spread [options]
+  --backend redis|nats  the backend of waste                          [redis]
+  --subs N              subscribed channels                           [200]
+  --rate N              publishes per second through node A           [2000]
+  --seconds S           measured window                               [5]
+  --workers N           shards per node                               [1]
+  --base DIR            another checkout's build (before / after)
+  --help`;
+
+const o = readOptions(process.argv.slice(3), USAGE, ['backend', 'subs', 'rate', 'seconds', 'workers', 'base']);
+const mode = process.argv[2];
+if (mode !== 'waste' && mode !== 'spread') {
+  process.stderr.write(`${USAGE}\n`);
+  process.exit(2);
+}
+const backend = o.get('backend') ?? 'redis';
+if (backend !== 'redis' && backend !== 'nats') throw new Error(`--backend: "${backend}" is not redis or nats`);
+const subs = Math.floor(o.num('subs', 200, 1));
+const rate = o.num('rate', 2000, 1);
+const seconds = o.num('seconds', 5, 1);
+const workers = Math.floor(o.num('workers', 1, 1));
+const base = o.get('base') ?? undefined;
+
+const servers: RunningTarget[] = [];
+const stops: (() => Promise<void>)[] = [];
+const log = (msg: string) => process.stderr.write(`${msg}\n`);
+
+/** Bytes the process read (every read(2), sockets included). */
+function rchar(pid: number): number {
+  const m = /rchar: (\d+)/.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'));
+  return m ? Number(m[1]) : 0;
+}
+
+/** Sockets on `port` subscribed to `channels` (at most 500 a socket); counts the events they get. */
+async function subscribe(port: number, channels: string[]): Promise<{ got: () => number; close: () => void }> {
+  let got = 0;
+  const sockets: WebSocket[] = [];
+  for (let i = 0; i < channels.length; i += 500) {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/app/${APP.key}?protocol=7`);
+    sockets.push(ws);
+    const part = channels.slice(i, i + 500);
+    let pending = part.length;
+    await new Promise<void>((resolve, reject) => {
+      ws.on('error', reject);
+      ws.on('message', (raw) => {
+        const f = JSON.parse(raw.toString()) as { event: string };
+        if (f.event === 'pusher:connection_established') for (const channel of part) ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
+        else if (f.event === 'pusher_internal:subscription_succeeded' && --pending === 0) resolve();
+        else if (f.event === 'bench') got++;
+      });
+    });
+  }
+  return { got: () => got, close: () => { for (const ws of sockets) ws.close(); } };
+}
+
+async function nodes(n: number, env: Record<string, string>): Promise<RunningTarget[]> {
+  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringcast-interest-'));
+  const out: RunningTarget[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = await ringcastTarget(workers, { env, ...(base ? { base } : {}) }).start({ port: await freePort(), tmpDir });
+    servers.push(t);
+    out.push(t);
+  }
+  await sleep(1000); // the nodes' first heartbeats
+  return out;
+}
+
+async function publish(port: number, channelCount: number): Promise<{ ok: number; failed: number }> {
+  const pub = await Publisher.start({ host: '127.0.0.1', port, appId: APP.id, key: APP.key, secret: APP.secret, conns: 8, pipeline: 1, srcAddr: '127.0.0.1' });
+  stops.push(() => pub.close());
+  await pub.run({ rate, maxDurationMs: seconds * 1000 + 5000, channelPrefix: 'ch-', channelCount, timestamp: false, payloadBytes: 100, event: 'bench' });
+  await sleep(seconds * 1000);
+  const s = await pub.stop();
+  return { ok: s.ok, failed: s.sent - s.ok };
+}
+
+async function waste(): Promise<void> {
+  let env: Record<string, string>;
+  let backendPid: number | null;
+  if (backend === 'redis') {
+    const r = await RedisServer.start();
+    stops.push(() => r.stop());
+    env = { ADAPTER_DRIVER: 'redis', DATABASE_REDIS_HOST: '127.0.0.1', DATABASE_REDIS_PORT: String(r.port) };
+    backendPid = r.pid;
+  } else {
+    const n = await NatsServer.start(undefined, { jetstream: false });
+    stops.push(() => n.stop());
+    env = { ADAPTER_DRIVER: 'nats', NATS_SERVERS: n.url };
+    backendPid = n.pid;
+  }
+  const [a, b] = await nodes(2, env);
+  const channels = Array.from({ length: subs }, (_, i) => `ch-${i}`);
+  const s = await subscribe(a.port, channels);
+  const before = { a: processCpuUs(a.pid), b: processCpuUs(b.pid), be: backendPid ? processCpuUs(backendPid) : 0, read: rchar(b.pid), t: process.hrtime.bigint() };
+  const r = await publish(a.port, subs);
+  const us = Number(process.hrtime.bigint() - before.t) / 1000;
+  await sleep(500);
+  const pct = (x: number) => Number((100 * x / us).toFixed(1));
+  const line = {
+    bench: 'cluster-interest-waste', backend, base: base ?? null, subs, rate, seconds, workers,
+    published_ok: r.ok, failed: r.failed, delivered: s.got(),
+    node_b_cpu_pct: pct(processCpuUs(b.pid) - before.b), node_b_read_bytes: rchar(b.pid) - before.read,
+    node_a_cpu_pct: pct(processCpuUs(a.pid) - before.a), backend_cpu_pct: backendPid ? pct(processCpuUs(backendPid) - before.be) : null,
+  };
+  s.close();
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
+/** pub/sub commands a master executed (INFO commandstats). */
+async function pubsubCalls(port: number): Promise<number> {
+  const info = await redisCommand(port, 'INFO commandstats');
+  let n = 0;
+  for (const m of info.matchAll(/cmdstat_(?:s?publish):calls=(\d+)/g)) n += Number(m[1]);
+  return n;
+}
+
+async function spread(): Promise<void> {
+  const c = await RedisCluster.start();
+  stops.push(() => c.stop());
+  const env = { ADAPTER_DRIVER: 'redis-cluster', REDIS_CLUSTER_NODES: c.ports.map((p) => `127.0.0.1:${p}`).join(',') };
+  const ns = await nodes(3, env);
+  const channels = Array.from({ length: subs }, (_, i) => `ch-${i}`);
+  const groups = [];
+  for (const n of ns) groups.push(await subscribe(n.port, channels));
+  const before = await Promise.all(c.ports.map(pubsubCalls));
+  const r = await publish(ns[0].port, subs);
+  await sleep(1000);
+  const calls = (await Promise.all(c.ports.map(pubsubCalls))).map((x, i) => x - before[i]);
+  const total = calls.reduce((x, y) => x + y, 0);
+  const delivered = groups.map((g) => g.got());
+  const line = {
+    bench: 'cluster-interest-spread', base: base ?? null, subs, rate, seconds, workers,
+    published_ok: r.ok, failed: r.failed, delivered_per_node: delivered, lost: delivered.reduce((x, y) => x + Math.max(0, r.ok - y), 0),
+    master_share_pct: calls.map((x) => Number((100 * x / Math.max(1, total)).toFixed(1))),
+  };
+  for (const g of groups) g.close();
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
+(mode === 'waste' ? waste() : spread())
+  .catch((err: unknown) => {
+    log(`failed: ${err instanceof Error ? err.stack : String(err)}`);
+    process.exitCode = 1;
+  })
+  .finally(async () => {
+    await Promise.allSettled(servers.map((s) => s.stop()));
+    await Promise.allSettled(stops.map((f) => f()));
+    killAllNow();
+  });
