@@ -41,7 +41,7 @@ export const adapter = section({
     doc: 'Signs every cluster frame this node sends (HMAC-SHA256) and drops every frame received without the same secret\'s signature; null: frames unsigned, anyone who can publish on the backend under the prefix is a node. Every node of a cluster needs the same value. At least 16 characters.',
     env: 'ADAPTER_CLUSTER_SECRET', ours: true,
   }),
-  buckets: int(1024, 1, {
+  buckets: int(16_384, 1, {
     max: 65_536, ours: true, env: 'ADAPTER_BUCKETS',
     doc: 'Publishes travel on one of this many bucket subjects (a hash of app and channel; a power of two); a node subscribes to a bucket only while it has a subscriber of one of its channels. Every node of a cluster needs the same value.',
   }),

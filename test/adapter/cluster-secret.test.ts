@@ -143,7 +143,7 @@ for (const name of ['redis', 'nats'] as const) {
         && await rejected(a, 'bad_signature') > 0 && await rejected(a, 'unsigned') > 0, 10_000, 'the other nodes\' frames to be refused');
       const pub = `${prefix}.pub`;
       // the nodes publish on the channel's bucket subject (adapter/buckets.ts)
-      const inj = await injector(cfg, `${prefix}.b.${bucketOf(APP.id, channel, 1024)}`);
+      const inj = await injector(cfg, `${prefix}.b.${bucketOf(APP.id, channel, 16_384)}`); // adapter.buckets' default
       t.teardown(() => inj.close());
       await a.sdk().trigger(channel, 'from-a', 'x');
       await c.sdk().trigger(channel, 'from-c', 'x');
