@@ -75,7 +75,7 @@ async function subscribe(port: number, channels: string[]): Promise<{ got: () =>
     await new Promise<void>((resolve, reject) => {
       ws.on('error', reject);
       ws.on('message', (raw) => {
-        const f = JSON.parse(raw.toString()) as { event: string };
+        const f = JSON.parse((raw as Buffer).toString()) as { event: string };
         if (f.event === 'pusher:connection_established') for (const channel of part) ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
         else if (f.event === 'pusher_internal:subscription_succeeded' && --pending === 0) resolve();
         else if (f.event === 'bench') got++;

@@ -33,12 +33,12 @@ export interface BucketDeps {
   buckets: number;
   lingerMs: number;
   /** The subject of bucket b. */
-  subject(b: number): string;
+  subject: (b: number) => string;
   /** Whether a local shard has a subscriber of a channel of bucket b (Interest.bucketHas). */
-  interest(b: number): boolean;
+  interest: (b: number) => boolean;
   /** Int32[buckets], shared with the shards: 1 while bucket b is subscribed and acknowledged. */
   ready: SharedArrayBuffer;
-  handler(data: Uint8Array): void;
+  handler: (data: Uint8Array) => void;
   log: Logger;
   metrics: MetricsSink;
 }

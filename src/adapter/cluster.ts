@@ -106,11 +106,11 @@ export interface ClusterDeps {
   buckets?: {
     count: number;
     lingerMs: number;
-    subject(b: number): string;
-    interest(b: number): boolean;
+    subject: (b: number) => string;
+    interest: (b: number) => boolean;
     ready: SharedArrayBuffer;
     /** Channels whose publishes every node needs (cache channels remembered by every node's owner): on `<prefix>.pub`. */
-    everywhere(app: string, channel: string): boolean;
+    everywhere: (app: string, channel: string) => boolean;
   };
 }
 
