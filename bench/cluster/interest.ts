@@ -14,6 +14,13 @@
 //         master's share of the pub/sub commands it executed (INFO commandstats:
 //         spublish + publish) and checks that every publish answered 200 reached its
 //         three subscribers (lost = 0).
+// subscribe  2 nodes over one redis-server (or --backend nats); one socket on node B
+//         subscribes --subs fresh channels one after the other (each the first of its
+//         bucket on the node: one backend round trip), then a second socket subscribes the
+//         same channels (buckets held: answered at once); then a storm: --storm sockets
+//         connect to node B at once, each subscribing its own fresh channel (a node's
+//         clients coming back after a restart). Reports p50 / p99 subscribe times and the
+//         storm's time until every socket was answered.
 //
 // --base DIR runs the same with another checkout's build (bench/README.md, "Before and
 // after"), e.g. the build before buckets, for the figures of docs/scaling.md.
@@ -36,12 +43,13 @@ const USAGE = `Usage: node dist/bench/cluster/interest.js waste|spread [options]
   --rate N              publishes per second through node A           [2000]
   --seconds S           measured window                               [5]
   --workers N           shards per node                               [1]
+  --storm N             sockets of the subscribe storm                [2000]
   --base DIR            another checkout's build (before / after)
   --help`;
 
-const o = readOptions(process.argv.slice(3), USAGE, ['backend', 'subs', 'rate', 'seconds', 'workers', 'base']);
+const o = readOptions(process.argv.slice(3), USAGE, ['backend', 'subs', 'rate', 'seconds', 'workers', 'base', 'storm']);
 const mode = process.argv[2];
-if (mode !== 'waste' && mode !== 'spread') {
+if (mode !== 'waste' && mode !== 'spread' && mode !== 'subscribe') {
   process.stderr.write(`${USAGE}\n`);
   process.exit(2);
 }
@@ -52,6 +60,7 @@ const rate = o.num('rate', 2000, 1);
 const seconds = o.num('seconds', 5, 1);
 const workers = Math.floor(o.num('workers', 1, 1));
 const base = o.get('base') ?? undefined;
+const storm = Math.floor(o.num('storm', 2000, 1));
 
 const servers: RunningTarget[] = [];
 const stops: (() => Promise<void>)[] = [];
@@ -106,20 +115,20 @@ async function publish(port: number, channelCount: number): Promise<{ ok: number
   return { ok: s.ok, failed: s.sent - s.ok };
 }
 
-async function waste(): Promise<void> {
-  let env: Record<string, string>;
-  let backendPid: number | null;
+/** The backend of waste and subscribe: its nodes' env and its pid. */
+async function startBackendServer(): Promise<{ env: Record<string, string>; pid: number | null }> {
   if (backend === 'redis') {
     const r = await RedisServer.start();
     stops.push(() => r.stop());
-    env = { ADAPTER_DRIVER: 'redis', DATABASE_REDIS_HOST: '127.0.0.1', DATABASE_REDIS_PORT: String(r.port) };
-    backendPid = r.pid;
-  } else {
-    const n = await NatsServer.start(undefined, { jetstream: false });
-    stops.push(() => n.stop());
-    env = { ADAPTER_DRIVER: 'nats', NATS_SERVERS: n.url };
-    backendPid = n.pid;
+    return { env: { ADAPTER_DRIVER: 'redis', DATABASE_REDIS_HOST: '127.0.0.1', DATABASE_REDIS_PORT: String(r.port) }, pid: r.pid };
   }
+  const n = await NatsServer.start(undefined, { jetstream: false });
+  stops.push(() => n.stop());
+  return { env: { ADAPTER_DRIVER: 'nats', NATS_SERVERS: n.url }, pid: n.pid };
+}
+
+async function waste(): Promise<void> {
+  const { env, pid: backendPid } = await startBackendServer();
   const [a, b] = await nodes(2, env);
   const channels = Array.from({ length: subs }, (_, i) => `ch-${i}`);
   const s = await subscribe(a.port, channels);
@@ -135,6 +144,55 @@ async function waste(): Promise<void> {
     node_a_cpu_pct: pct(processCpuUs(a.pid) - before.a), backend_cpu_pct: backendPid ? pct(processCpuUs(backendPid) - before.be) : null,
   };
   s.close();
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
+/** A socket on `port`, open. */
+function open(port: number): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/app/${APP.key}?protocol=7`);
+    ws.once('error', reject);
+    ws.once('message', () => resolve(ws)); // connection_established
+  });
+}
+
+/** ms from the subscribe to its subscription_succeeded. */
+function timedSubscribe(ws: WebSocket, channel: string): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  return new Promise((resolve) => {
+    const on = (raw: Buffer) => {
+      const f = JSON.parse(raw.toString()) as { event: string; channel?: string };
+      if (f.event !== 'pusher_internal:subscription_succeeded' || f.channel !== channel) return;
+      ws.off('message', on);
+      resolve(Number(process.hrtime.bigint() - t0) / 1e6);
+    };
+    ws.on('message', on);
+    ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
+  });
+}
+
+const pctl = (xs: number[], q: number) => Number([...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor(q * xs.length))].toFixed(2));
+
+async function subscribeTimes(): Promise<void> {
+  const { env } = await startBackendServer();
+  const [, b] = await nodes(2, env);
+  const channels = Array.from({ length: subs }, (_, i) => `first-${i}`);
+  const first = await open(b.port);
+  const firstMs: number[] = [];
+  for (const c of channels) firstMs.push(await timedSubscribe(first, c));
+  const second = await open(b.port);
+  const heldMs: number[] = [];
+  for (const c of channels) heldMs.push(await timedSubscribe(second, c));
+  const t0 = Date.now();
+  const sockets = await Promise.all(Array.from({ length: storm }, () => open(b.port)));
+  const stormMs = await Promise.all(sockets.map((ws, i) => timedSubscribe(ws, `storm-${i}`)));
+  const line = {
+    bench: 'cluster-interest-subscribe', backend, base: base ?? null, subs, storm, workers,
+    first_of_bucket_ms: { p50: pctl(firstMs, 0.5), p99: pctl(firstMs, 0.99) },
+    bucket_held_ms: { p50: pctl(heldMs, 0.5), p99: pctl(heldMs, 0.99) },
+    storm_subscribe_ms: { p50: pctl(stormMs, 0.5), p99: pctl(stormMs, 0.99) }, storm_total_ms: Date.now() - t0,
+  };
+  for (const ws of [first, second, ...sockets]) ws.close();
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
@@ -169,7 +227,7 @@ async function spread(): Promise<void> {
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
-(mode === 'waste' ? waste() : spread())
+(mode === 'waste' ? waste() : mode === 'spread' ? spread() : subscribeTimes())
   .catch((err: unknown) => {
     log(`failed: ${err instanceof Error ? err.stack : String(err)}`);
     process.exitCode = 1;

@@ -108,7 +108,9 @@ class RedisTransport implements Transport {
     let commands = 0;
     let bytes = 0;
     for (const c of connections(this.pub)) {
-      commands += c.commandQueue.length;
+      // offlineQueue: a Cluster's node client that is not connected yet (its first command
+      // connects it) queues there, not in commandQueue
+      commands += c.commandQueue.length + ((c as unknown as { offlineQueue?: { length: number } }).offlineQueue?.length ?? 0);
       bytes += (c.stream as { writableLength?: number } | undefined)?.writableLength ?? 0;
     }
     return { commands, bytes };
