@@ -76,8 +76,21 @@ class NatsTransport implements Transport {
     if (!this.nc) return Promise.reject(new Error('nats transport: subscribe before connect'));
     this.subs.get(subject)?.unsubscribe();
     this.subs.set(subject, this.nc.subscribe(subject, { callback: (err, msg) => { if (!err) handler(msg.data); } }));
-    // the server has the subscription once it answers the PING behind it
-    return this.nc.flush();
+    // the server has the subscription once it answers the PING behind it: one PING for
+    // the subscriptions made in one turn (a storm of first subscribers of buckets)
+    return this.flushSoon();
+  }
+
+  private flushing: Promise<void> | null = null;
+
+  private flushSoon(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    const nc = this.nc!;
+    this.flushing = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      this.flushing = null;
+      return nc.flush();
+    });
+    return this.flushing;
   }
 
   async unsubscribe(subject: string): Promise<void> {
