@@ -116,7 +116,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const counters = ConnectionCounters.allocate(slotCapacity(config.apps.length));
   const ratelimit = allocateRateLimiterMemory(config);
   const interest = allocateInterest(shards);
-  const clusterUp = new SharedArrayBuffer(4);
+  const clusterUp = new SharedArrayBuffer(8);
   // the buckets the node subscribes (adapter/buckets.ts), read by the shards
   const buckets = config.adapter.driver === 'local' ? null : new SharedArrayBuffer(4 * config.adapter.buckets);
   // The primary is the last endpoint of the mesh: it publishes into the shards (by

@@ -96,6 +96,10 @@ class RedisTransport implements Transport {
       : new Promise<void>((resolve) => c.once('ready', () => resolve()));
     try {
       await withTimeout(Promise.all([ready(this.pub), ready(this.sub)]), timeoutMs, this);
+      // a Cluster's publisher connects to a master with its first command there: every
+      // master now, so that no publish waits on a connection being made (buckets spread
+      // over all of them; a publish made while that master hangs would not be counted)
+      if (isCluster(this.pub)) await withTimeout(Promise.all(this.pub.nodes('master').map((n) => n.ping())), timeoutMs, this);
     } catch (err) {
       const why = redisFailure(this.pub) ?? redisFailure(this.sub);
       throw why && err instanceof AdapterUnavailable ? new AdapterUnavailable(this.name, this.where, `no answer within ${timeoutMs} ms (${why})`) : err;
@@ -114,6 +118,12 @@ class RedisTransport implements Transport {
       bytes += (c.stream as { writableLength?: number } | undefined)?.writableLength ?? 0;
     }
     return { commands, bytes };
+  }
+
+  backlog(): number {
+    if (this.pub.status !== 'ready') return 0;
+    const f = this.inFlight();
+    return Math.max(f.commands / MAX_PUBLISHES_IN_FLIGHT, f.bytes / MAX_PUBLISH_BUFFER_BYTES);
   }
 
   publish(subject: string, data: Uint8Array): boolean {

@@ -35,6 +35,11 @@ export interface Transport {
   subscribe(subject: string, handler: (data: Uint8Array) => void): Promise<void>;
   /** Ends a subscription of subscribe() (nothing when there is none). */
   unsubscribe(subject: string): Promise<void>;
+  /**
+   * How full the publisher's bound on unanswered publishes is (0–1; a publish past 1 is
+   * refused). Absent: no such bound (NATS).
+   */
+  backlog?(): number;
   /** Whether the backend is reachable now. */
   isUp(): boolean;
   /** Called on every change of isUp(). */

@@ -26,6 +26,8 @@ export interface ApiDeps {
   cache?: CacheChannels | null;
   /** In a cluster: whether the adapter's backend is reachable (absent: a single node). */
   clusterUp?: () => boolean;
+  /** In a cluster: whether the backend's publisher is past half its backlog cap (API publishes answer 503, nothing delivered). */
+  clusterBusy?: () => boolean;
   /** cache.driver redis / redis-cluster: whether its Redis is reachable (absent: no shared cache). */
   cacheUp?: () => boolean;
   /** history.driver redis / redis-cluster: whether its Redis can number and deliver now (absent: the memory driver). */

@@ -150,7 +150,13 @@ function parseBody(body: Buffer): { ok: true; value: unknown } | { ok: false; re
   }
 }
 
+/** The cluster backend is not taking publishes now (primary/cluster.ts): refused before anything is delivered. */
+class ClusterBusy extends Error {}
+
 function busy(deps: ApiDeps, err: unknown): ApiResponse {
+  if (err instanceof ClusterBusy) {
+    return jsonError(503, 'server busy: the cluster backend is not taking publishes now (too many unanswered); nothing was delivered, retry later');
+  }
   if (err instanceof BusFullError) {
     metersFor(deps.metrics).busFullAt('api');
     return jsonError(503, 'server busy: internal queues are full, retry later');
@@ -193,6 +199,7 @@ function publishEvent(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): MaybeProm
  * stored nor delivered, but the request's other messages may have been.
  */
 function publishAll(deps: ApiDeps, msgs: Outgoing[]): Promise<void> | null {
+  if (deps.clusterBusy?.()) throw new ClusterBusy();
   const history = deps.history;
   if (history?.numbered === undefined) {
     deps.publisher.publish(msgs);

@@ -24,6 +24,12 @@ import type { MetricsSink } from '../metrics/types';
 import { isCacheChannel } from '../protocol/channels';
 import type { WebhookService } from '../webhooks/service';
 
+/** The publisher's backlog (Transport.backlog) at which API publishes are answered 503, and below which they are taken again. */
+const BUSY_AT = 0.5;
+const CLEAR_AT = 0.25;
+/** How often the backlog is looked at. */
+const BACKLOG_CHECK_MS = 10;
+
 /** How long a node waits for the other nodes' answers to a channel question (then answers with what came). */
 const CLUSTER_QUESTION_TIMEOUT_MS = 2000;
 
@@ -94,6 +100,25 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   const up = new Int32Array(base.clusterUp);
   Atomics.store(up, 0, node.isUp() ? 1 : 0);
   w.transport.onState((isUp) => Atomics.store(up, 0, isUp ? 1 : 0));
+  // the publisher's backlog past half its cap: the shards answer API publishes 503 (nothing
+  // delivered) until it is below a quarter, so a publish answered 200 is not refused by the
+  // publisher's cap later (http/events.ts)
+  const tx = w.transport;
+  if (tx.backlog) {
+    const watch = setInterval(() => {
+      const b = tx.backlog!();
+      const busy = Atomics.load(up, 1) === 1;
+      if (!busy && b >= BUSY_AT) {
+        Atomics.store(up, 1, 1);
+        log.warn({ backend: tx.name, backlog: b }, 'cluster: the backend is not answering publishes: API publishes are answered 503 until it catches up');
+      } else if (busy && b <= CLEAR_AT) {
+        Atomics.store(up, 1, 0);
+        log.info({ backend: tx.name }, 'cluster: the backend answers publishes again');
+      }
+    }, BACKLOG_CHECK_MS);
+    watch.unref();
+    node.onStop(() => clearInterval(watch));
+  }
 
   return {
     node,

@@ -22,7 +22,11 @@ export interface ShardInit {
   topology: BusTopology;
   /** ConnectionCounters memory (per app: this process's connections, and the other nodes'). */
   counters: SharedArrayBuffer;
-  /** Int32[1], written by the primary: 1 while the cluster adapter's backend is reachable (adapter.driver not local). */
+  /**
+   * Int32[2], written by the primary (adapter.driver not local): [0] 1 while the cluster
+   * adapter's backend is reachable; [1] 1 while its publisher's backlog is past half its cap
+   * (API publishes are answered 503 then: primary/cluster.ts).
+   */
   clusterUp: SharedArrayBuffer;
   /** Interest routing table (channels/interest.ts): which shards have subscribers of a channel. */
   interest: SharedArrayBuffer;

@@ -100,6 +100,7 @@ const clusterUp = new Int32Array(init.clusterUp);
 registerRoutes(uws, {
   config, apps: ctx.apps, publisher: ctx.publisher, directory: ctx.directory, log: logOf('http'), metrics: ctx.metrics, limiter, cache: ctx.cache,
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
+  clusterBusy: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 1) === 1,
   cacheUp: sharedCache ? () => sharedCache.isUp() : undefined,
   hooks: hooks.publish,
   ...ctx.history.api,

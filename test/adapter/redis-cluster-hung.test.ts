@@ -6,8 +6,8 @@
 // frozen (SIGSTOP: connections open, nothing answered), a publish past the cap fails fast,
 // also after the 1 s command timeout has rejected the waiting ones; after SIGCONT the
 // queue drains, every publish that was accepted is delivered and publishing resumes. Then
-// through a running server: API publishes keep answering 200, refused cluster publishes
-// are counted, publishing to the cluster resumes.
+// through a running server: API publishes are answered 503 past half the publisher's cap
+// (nothing delivered), every one answered 200 was sent, publishing to the cluster resumes.
 // Runs with RINGCAST_TEST_WORKERS=1 and =4 (the transport lives in the primary).
 
 import t from 'tap';
@@ -36,7 +36,7 @@ t.test('transport: a frozen Redis Cluster caps the publishes in flight; they dra
   await publisherCapHolds(t, pub, sub, '{ringcast}.hung-test', hang(cluster));
 });
 
-t.test('server: API publishes during a hung Redis Cluster answer 200, cluster publishes refused and counted, resumed after SIGCONT', async (t) => {
+t.test('server: API publishes during a hung Redis Cluster answer 503 past half the publisher cap (nothing delivered), every one answered 200 sent, resumed after SIGCONT', async (t) => {
   const cluster = await RedisCluster.start();
   t.teardown(() => cluster.stop());
   await serverThroughHang(t, { adapter: { driver: 'redis-cluster' }, database: { redis_cluster: { nodes: nodesOf(cluster) } } }, hang(cluster));
