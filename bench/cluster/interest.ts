@@ -22,6 +22,13 @@
 //         clients coming back after a restart). Reports p50 / p99 subscribe times and the
 //         storm's time until every socket was answered.
 //
+// model   --nodes nodes (6) of 1 shard over one redis-server, adapter.buckets --buckets
+//         (256); each node has subscribers on its own --subs channels; publishes at --rate
+//         spread over all the channels through node A. For every node but A (A also reads
+//         the HTTP requests): the share of publishes its buckets should bring it (from the
+//         channels' buckets, and the model's 1 - e^(-channels/buckets)), and the bytes it
+//         read per publish so predicted: the same figure on every node when the model holds.
+//
 // --base DIR runs the same with another checkout's build (bench/README.md, "Before and
 // after"), e.g. the build before buckets, for the figures of docs/scaling.md.
 
@@ -35,6 +42,7 @@ import { readOptions } from '../harness/args';
 import { Publisher, sleep } from '../harness/load';
 import { killAllNow } from '../harness/procs';
 import { APP, freePort, processCpuUs, type RunningTarget } from '../harness/target';
+import { bucketOf } from '../../src/channels/interest';
 import { ringcastTarget } from '../targets/ringcast';
 
 const USAGE = `Usage: node dist/bench/cluster/interest.js waste|spread [options]
@@ -44,12 +52,14 @@ const USAGE = `Usage: node dist/bench/cluster/interest.js waste|spread [options]
   --seconds S           measured window                               [5]
   --workers N           shards per node                               [1]
   --storm N             sockets of the subscribe storm                [2000]
+  --nodes N             nodes of model                                [6]
+  --buckets N           adapter.buckets of model                      [256]
   --base DIR            another checkout's build (before / after)
   --help`;
 
-const o = readOptions(process.argv.slice(3), USAGE, ['backend', 'subs', 'rate', 'seconds', 'workers', 'base', 'storm']);
+const o = readOptions(process.argv.slice(3), USAGE, ['backend', 'subs', 'rate', 'seconds', 'workers', 'base', 'storm', 'nodes', 'buckets']);
 const mode = process.argv[2];
-if (mode !== 'waste' && mode !== 'spread' && mode !== 'subscribe') {
+if (mode !== 'waste' && mode !== 'spread' && mode !== 'subscribe' && mode !== 'model') {
   process.stderr.write(`${USAGE}\n`);
   process.exit(2);
 }
@@ -61,6 +71,8 @@ const seconds = o.num('seconds', 5, 1);
 const workers = Math.floor(o.num('workers', 1, 1));
 const base = o.get('base') ?? undefined;
 const storm = Math.floor(o.num('storm', 2000, 1));
+const nodeCount = Math.floor(o.num('nodes', 6, 2));
+const bucketCount = Math.floor(o.num('buckets', 256, 1));
 
 const servers: RunningTarget[] = [];
 const stops: (() => Promise<void>)[] = [];
@@ -196,6 +208,36 @@ async function subscribeTimes(): Promise<void> {
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
+async function model(): Promise<void> {
+  const { env } = await startBackendServer();
+  const ns = await nodes(nodeCount, { ...env, ADAPTER_BUCKETS: String(bucketCount) });
+  const total = nodeCount * subs;
+  // channel k (the publisher's ch-<k>) has its subscriber on node k mod nodes
+  const groups = [];
+  for (let i = 0; i < nodeCount; i++) {
+    groups.push(await subscribe(ns[i].port, Array.from({ length: subs }, (_, j) => `ch-${j * nodeCount + i}`)));
+  }
+  const bucketsOf = (i: number) => new Set(Array.from({ length: subs }, (_, j) => bucketOf(APP.id, `ch-${j * nodeCount + i}`, bucketCount)));
+  const before = ns.map((n) => rchar(n.pid));
+  const r = await publish(ns[0].port, total);
+  await sleep(500);
+  const per = ns.map((n, i) => {
+    const held = bucketsOf(i);
+    let inHeld = 0;
+    for (let k = 0; k < total; k++) if (held.has(bucketOf(APP.id, `ch-${k}`, bucketCount))) inHeld++;
+    const share = inHeld / total;
+    const bytes = rchar(n.pid) - before[i];
+    return { node: i, buckets_held: held.size, share_pct: Number((100 * share).toFixed(1)), bytes_read: bytes, bytes_per_predicted_publish: i === 0 ? null : Math.round(bytes / Math.max(1, share * r.ok)) };
+  });
+  const line = {
+    bench: 'cluster-interest-model', base: base ?? null, nodes: nodeCount, buckets: bucketCount, subs_per_node: subs, rate, seconds,
+    published_ok: r.ok, delivered: groups.reduce((x, g) => x + g.got(), 0),
+    model_share_pct: Number((100 * (1 - Math.exp(-subs / bucketCount))).toFixed(1)), needed_share_pct: Number((100 / nodeCount).toFixed(1)), per_node: per,
+  };
+  for (const g of groups) g.close();
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
 /** pub/sub commands a master executed (INFO commandstats). */
 async function pubsubCalls(port: number): Promise<number> {
   const info = await redisCommand(port, 'INFO commandstats');
@@ -227,7 +269,7 @@ async function spread(): Promise<void> {
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
-(mode === 'waste' ? waste() : mode === 'spread' ? spread() : subscribeTimes())
+(mode === 'waste' ? waste() : mode === 'spread' ? spread() : mode === 'model' ? model() : subscribeTimes())
   .catch((err: unknown) => {
     log(`failed: ${err instanceof Error ? err.stack : String(err)}`);
     process.exitCode = 1;
