@@ -34,7 +34,7 @@ export interface BucketDeps {
   lingerMs: number;
   /** The subject of bucket b. */
   subject: (b: number) => string;
-  /** Whether a local shard has a subscriber of a channel of bucket b (Interest.bucketHas). */
+  /** Whether a local shard has a subscriber of a channel of bucket b (Interest.anyIn). */
   interest: (b: number) => boolean;
   /** Int32[buckets], shared with the shards: 1 while bucket b is subscribed and acknowledged. */
   ready: SharedArrayBuffer;

@@ -33,11 +33,30 @@ import { channelHash } from './topic';
 export const INTEREST_SLOTS = 1 << 16;
 
 /**
- * A channel's bucket among `buckets` (a power of two ≤ INTEREST_SLOTS): the low bits of its
- * hash, so each bucket is the set of slots congruent to it (adapter/buckets.ts).
+ * The bucket of interest slot `slot` among `buckets` (a power of two ≤ INTEREST_SLOTS):
+ * the slot mixed (Fibonacci hashing), since the low bits of similar channel names'
+ * hashes go together (adapter/buckets.ts).
  */
+export function bucketOfSlot(slot: number, buckets: number): number {
+  return ((Math.imul(slot + 1, 0x9e3779b1) >>> 0) >>> 16) & (buckets - 1);
+}
+
+/** A channel's bucket among `buckets`: the bucket of its slot in a full-size table. */
 export function bucketOf(app: string, channel: string, buckets: number): number {
-  return channelHash(app, channel) & (buckets - 1);
+  return bucketOfSlot(channelHash(app, channel) & (INTEREST_SLOTS - 1), buckets);
+}
+
+/** The slots of each bucket (index: bucket), for Interest.anyIn. */
+export function slotsByBucket(buckets: number): Int32Array[] {
+  const counts = new Int32Array(buckets);
+  for (let s = 0; s < INTEREST_SLOTS; s++) counts[bucketOfSlot(s, buckets)]++;
+  const out = Array.from(counts, (n) => new Int32Array(n));
+  counts.fill(0);
+  for (let s = 0; s < INTEREST_SLOTS; s++) {
+    const b = bucketOfSlot(s, buckets);
+    out[b][counts[b]++] = s;
+  }
+  return out;
 }
 
 /** Allocates the table for `shards` shards. */
@@ -102,12 +121,12 @@ export class Interest {
     return out;
   }
 
-  /** Whether any shard has a subscriber of a channel in `bucket` of `buckets` (bucketOf). */
-  bucketHas(bucket: number, buckets: number): boolean {
+  /** Whether any shard has a subscriber of a channel in these slots (a full-size table: slotsByBucket). */
+  anyIn(slots: Int32Array): boolean {
     const t = this.table;
-    const stride = buckets * this.words;
-    for (let i = bucket * this.words; i < t.length; i += stride) {
-      for (let w = 0; w < this.words; w++) if (Atomics.load(t, i + w) !== 0) return true;
+    for (let i = 0; i < slots.length; i++) {
+      const base = slots[i] * this.words;
+      for (let w = 0; w < this.words; w++) if (Atomics.load(t, base + w) !== 0) return true;
     }
     return false;
   }

@@ -19,7 +19,7 @@ import { createBusDirectory } from '../channels/directory';
 import type { Config } from '../config/types';
 import { coordinated, startDeltaCoordination, type DeltaCoord, type DeltaLocal } from '../delta/coord';
 import type { DeltaShardInit } from '../delta/init';
-import { Interest } from '../channels/interest';
+import { Interest, slotsByBucket } from '../channels/interest';
 import type { MetricsSink } from '../metrics/types';
 import { isCacheChannel } from '../protocol/channels';
 import type { WebhookService } from '../webhooks/service';
@@ -66,12 +66,13 @@ export async function startPrimaryCluster(w: ClusterWiring): Promise<PrimaryClus
   // the data plane by interest (adapter/buckets.ts): what the shards subscribe decides the buckets
   const interest = new Interest(base.interest, base.shards, -1);
   const { buckets: count, bucket_linger_ms: lingerMs } = w.config.adapter;
+  const slots = slotsByBucket(count);
   // cache channels (cache.driver memory): every node's owner remembers a remote publish
   const everywhere = w.config.cache.driver === 'memory' ? (_app: string, channel: string) => isCacheChannel(channel) : () => false;
   const node = await startClusterNode({
     transport, nodeId: id, prefix: subjectPrefix(w.config), bridge: w.bridge, health: w.config.adapter.cluster_health, log, metrics,
     buckets: base.buckets ? {
-      count, lingerMs, subject: bucketSubject(w.config), ready: base.buckets, everywhere, interest: (b) => interest.bucketHas(b, count),
+      count, lingerMs, subject: bucketSubject(w.config), ready: base.buckets, everywhere, interest: (b) => interest.anyIn(slots[b]),
     } : undefined,
   }, ADAPTER_CONNECT_TIMEOUT_MS);
 
