@@ -43,7 +43,7 @@ export type Verdict =
   | { allow: false; reason: string; /** false: the backend denied; true: a failure under on_failure deny. */ failed: boolean };
 
 export type Result = 'allowed' | 'denied' | 'failed' | 'skipped';
-type Reason = 'timeout' | 'network' | 'status' | 'invalid_answer' | 'too_large' | 'breaker_open' | 'overloaded' | 'cancelled';
+type Reason = 'timeout' | 'network' | 'status' | 'invalid_answer' | 'too_large' | 'breaker_open' | 'overloaded' | 'cancelled' | 'internal';
 
 export interface HookCaller {
   call(app: AppConfig, hook: CompiledHook, body: HookBody, signal?: AbortSignal): Promise<Verdict>;
@@ -150,8 +150,13 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
   async function send(app: AppConfig, hook: CompiledHook, body: HookBody, signal: AbortSignal | undefined): Promise<Verdict> {
     const breaker = breakerOf(hook.url);
     const started = now();
+    let json: string;
+    try {
+      json = JSON.stringify(body);
+    } catch {
+      return failed(app, hook, body, 'failed', 'internal', 'the request body could not be serialised');
+    }
     if (!breaker.admit(started)) return failed(app, hook, body, 'skipped', 'breaker_open', 'circuit breaker open');
-    const json = JSON.stringify(body);
     const headers = {
       'content-type': 'application/json',
       [config.webhooks.key_header]: app.key,
@@ -198,7 +203,10 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
       if (inFlight >= hc.max_in_flight) {
         return Promise.resolve(failed(app, hook, body, 'skipped', 'overloaded', `${hc.max_in_flight} calls already in flight on this thread`));
       }
-      return send(app, hook, body, signal);
+      // A call never rejects: whatever throws on the way (a body that cannot be serialised)
+      // is a failure under the hook's on_failure, not an unhandled rejection of the shard.
+      return send(app, hook, body, signal).catch((err: unknown) =>
+        failed(app, hook, body, 'failed', 'internal', err instanceof Error ? err.message : String(err)));
     },
     inFlight: () => inFlight,
     close: () => http.close(),

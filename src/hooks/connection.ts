@@ -133,7 +133,15 @@ export function createWsHooks<Socket extends HookSocket, SocketData extends Hook
       if (d.closed || s.ctrl !== ctrl) return; // closed() has cleaned up
       s.ctrl = null;
       ws.cork(() => {
-        act(v);
+        try {
+          act(v);
+        } catch (err) {
+          // never an unhandled rejection (it would end the shard): the client hears of it
+          if (!d.closed) {
+            sendFrame(meters, ws, d.app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.ClientEventRefused,
+              `Server error: message not handled (${err instanceof Error ? err.message : String(err)})`.slice(0, 200)));
+          }
+        }
         if (!d.closed) drain(ws, d, s);
       });
     });
