@@ -49,6 +49,8 @@ export const history = section({
   driver: oneOf(['memory', 'redis', 'redis-cluster'], 'memory', { doc: 'Where history channels are numbered and kept (docs/history.md): memory (per process; with a cluster adapter each node numbers its own), redis (database.redis) or redis-cluster (database.redis_cluster, Redis ≥ 7): one sequence per channel for every node.', env: 'HISTORY_DRIVER' }),
   meta_ttl: int(86_400, 1, { doc: 'Seconds a channel\'s epoch and last serial outlive its last message once it has no subscribers; while it has some they are kept (redis drivers: touched every quarter of meta_ttl, at least every second).' }),
   max_recover: int(1000, 1, { max: MAX_HISTORY_SIZE, doc: 'Most messages one recovery replays; more: recovered false, reason too_many.' }),
+  max_questions_per_connection: int(4, 1, { max: 10_000, doc: 'History questions (a rewind, a recovery) one connection may have unanswered, one per channel at most; beyond: pusher:subscription_error LimitReached (status 4100), the connection kept.', ours: true }),
+  replay_bytes_per_second: int(8 * 1024 * 1024, 1024, { max: 2 ** 40, doc: 'Bytes of rewound or recovered messages one connection may be sent per second (bursts of one second\'s worth); past it its next rewind or recovery is refused with pusher:subscription_error LimitReached (status 4100) until the budget refills, the connection kept.', ours: true }),
   memory_budget_mb: int(256, 1, { max: 1024 * 1024, doc: 'MiB of stored messages in the process; past it the least recently written channels are evicted first (history_evictions_total).', ours: true }),
 }, 'Message history, rewind and recovery (apps[].channel_history says which channels).');
 

@@ -84,6 +84,8 @@ export const CLAIMS: Record<string, Claim> = {
   'tag_filtering.max_nodes': { effect: ['src/ws/subscribe.ts', 'parseFilter(raw, tf.max_nodes, '], test: 'test/e2e/tag-filter.test.ts' },
   // limits (config/schema.ts; behaviour: test/e2e/hostile-limits.test.ts, hostile-http.test.ts)
   'limits.max_subscriptions_per_connection': { effect: ['src/ws/subscribe.ts', 'd.channels.size >= limits.max_subscriptions_per_connection'], test: 'test/e2e/hostile-limits.test.ts' },
+  'history.max_questions_per_connection': { effect: ['src/history/shard.ts', 'q.size >= maxQuestions'], test: 'test/history/hostile.test.ts' },
+  'history.replay_bytes_per_second': { effect: ['src/history/shard.ts', 'budgetOf(d).balance -= bytes'], test: 'test/history/hostile.test.ts' },
   'limits.max_client_event_depth': { effect: ['src/ws/client-events.ts', 'nestedDeeperThan(msg.data, deps.config.limits.max_client_event_depth)'], test: 'test/hooks/hostile.test.ts' },
   'limits.max_filter_values': { effect: ['src/ws/subscribe.ts', 'parseFilter(raw, tf.max_nodes, limits.max_filter_values)'], test: 'test/faults/hostile.test.ts' },
   'limits.max_filter_values_per_connection': { effect: ['src/ws/subscribe.ts', 'held + values <= limits.max_filter_values_per_connection'], test: 'test/e2e/hostile-limits.test.ts' },
