@@ -5,7 +5,7 @@
 // succeed. Workers 1 and 4.
 import t from 'tap';
 import WebSocket from 'ws';
-import { RedisServer } from '../helpers/redis';
+import { RedisServer, redisCommand } from '../helpers/redis';
 import { APP, RawClient, startServer, type Frame } from '../helpers/server';
 
 const HISTORY = { 'big-*': { size: 100, ttl: 600 }, 'h-*': { size: 10, ttl: 600 } };
@@ -23,12 +23,34 @@ t.test('history under a hostile client', async (t) => {
   t.teardown(() => srv.stop());
   const sdk = srv.sdk();
 
+  // history.driver redis: every answer comes from Redis, after the frames read in one go
+  const redis = await RedisServer.start();
+  t.teardown(() => redis.stop());
+  const rsrv = await startServer({ database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis' }, apps: [{ ...APP, channel_history: HISTORY as never }] });
+  t.teardown(() => rsrv.stop());
+
+  await t.test('redis driver: subscribes to names nobody publishes on leave no key; the first message keeps the epoch read', async (t) => {
+    const c = rsrv.track(await RawClient.connect(rsrv.wsUrl()));
+    for (let i = 0; i < 300; i += 3) {
+      const names = [0, 1, 2].map((k) => `h-${Math.random().toString(36).slice(2)}-${i + k}`);
+      burst(c, names.map((channel) => ({ event: 'pusher:subscribe', data: { channel, recover: {} } })));
+      for (const ch of names) await c.event('pusher_internal:recovery', ch);
+      burst(c, names.map((channel) => ({ event: 'pusher:unsubscribe', data: { channel } })));
+    }
+    t.equal(await redisCommand(redis.port, 'DBSIZE'), ':0\r\n', '300 recover subscribes on empty channels: no key in Redis');
+    await c.subscribe('h-first', { recover: {} });
+    const pos = await c.event('pusher_internal:recovery', 'h-first');
+    const epoch = (typeof pos.data === 'string' ? JSON.parse(pos.data) : pos.data).epoch as string;
+    await rsrv.sdk().trigger('h-first', 'ev', { n: 1 });
+    const m = await c.event('ev', 'h-first');
+    t.equal((m as Frame & { __serial: number }).__serial, 1);
+    t.notOk(c.frames.some((f) => f.event === 'pusher_internal:recovery' && f.channel === 'h-first'), 'no epoch_changed before it');
+    const d = rsrv.track(await RawClient.connect(rsrv.wsUrl()));
+    await d.subscribe('h-first', { recover: { epoch, serial: 0 } });
+    t.match((await d.event('pusher_internal:recovery', 'h-first')).data, { epoch, serial: 1, recovered: true, missed: 1 }, 'the position read while empty recovers');
+  });
+
   await t.test('at most max_questions_per_connection unanswered, one per channel; the rest LimitReached', async (t) => {
-    // history.driver redis: every answer comes from Redis, after the frames read in one go
-    const redis = await RedisServer.start();
-    t.teardown(() => redis.stop());
-    const rsrv = await startServer({ database: { redis: { host: '127.0.0.1', port: redis.port } }, history: { driver: 'redis' }, apps: [{ ...APP, channel_history: HISTORY as never }] });
-    t.teardown(() => rsrv.stop());
     const c = rsrv.track(await RawClient.connect(rsrv.wsUrl()));
     const channels = Array.from({ length: 10 }, (_, i) => `h-${i}`);
     burst(c, [

@@ -86,6 +86,7 @@ export const CLAIMS: Record<string, Claim> = {
   'limits.max_subscriptions_per_connection': { effect: ['src/ws/subscribe.ts', 'd.channels.size >= limits.max_subscriptions_per_connection'], test: 'test/e2e/hostile-limits.test.ts' },
   'history.max_questions_per_connection': { effect: ['src/history/shard.ts', 'q.size >= maxQuestions'], test: 'test/history/hostile.test.ts' },
   'history.replay_bytes_per_second': { effect: ['src/history/shard.ts', 'budgetOf(d).balance -= bytes'], test: 'test/history/hostile.test.ts' },
+  'history.max_channels_per_shard': { effect: ['src/history/index.ts', 'maxChannels: config.history.max_channels_per_shard'], test: 'test/history/memory.test.ts' },
   'limits.max_client_event_depth': { effect: ['src/ws/client-events.ts', 'nestedDeeperThan(msg.data, deps.config.limits.max_client_event_depth)'], test: 'test/hooks/hostile.test.ts' },
   'limits.max_filter_values': { effect: ['src/ws/subscribe.ts', 'parseFilter(raw, tf.max_nodes, limits.max_filter_values)'], test: 'test/faults/hostile.test.ts' },
   'limits.max_filter_values_per_connection': { effect: ['src/ws/subscribe.ts', 'held + values <= limits.max_filter_values_per_connection'], test: 'test/e2e/hostile-limits.test.ts' },
