@@ -55,3 +55,50 @@ t.test('a hook call whose body cannot be serialised resolves with on_failure (ne
   t.match(v, { allow: false, failed: true, reason: /publish hook failed \(the request body could not be serialised\)/ });
   t.equal(backend.calls.length, 0, 'nothing was sent');
 });
+
+const OTHER = { id: 'other-app', key: 'other-key', secret: 'other-secret' };
+
+t.test('hook budgets: one app\'s flood neither fills another app\'s in-flight slots nor opens its breaker', async (t) => {
+  const backend = await startHookBackend();
+  // the flood's calls never answer (time out: failures); everything else is allowed at once
+  backend.answer = (c) => (c.body.channel?.startsWith('flood-') ? 'hang' : { allow: true });
+  const hooks = { url: backend.url, timeout_ms: 400, on_failure: 'deny', subscribe: { enabled: true } };
+  const srv = await startServer({
+    apps: [{ ...APP, hooks }, { ...OTHER, hooks }],
+    hook_client: { max_in_flight: 16, max_in_flight_per_app: 8, breaker: { failures: 3, open_ms: 60_000 } },
+  });
+  t.teardown(async () => {
+    await srv.stop();
+    await backend.close();
+  });
+  const other = srv.track(await RawClient.connect(srv.wsUrl(OTHER.key)));
+  const flood = await Promise.all(Array.from({ length: 20 }, async () => srv.track(await RawClient.connect(srv.wsUrl()))));
+  flood.forEach((c, i) => c.send({ event: 'pusher:subscribe', data: { channel: `flood-${i}` } }));
+  await backend.until((calls) => calls.filter((c) => c.body.channel?.startsWith('flood-')).length >= 8, 5000, 'the flood in flight');
+  t.equal((await other.subscribe('calm-1')).event, 'pusher_internal:subscription_succeeded', 'the other app is called while the flood fills its own slots');
+  t.equal(backend.calls.filter((c) => c.body.channel?.startsWith('flood-')).length, 8, 'the flooding app has max_in_flight_per_app calls out');
+  const refused = await Promise.all(flood.map((c, i) => c.event('pusher:subscription_error', `flood-${i}`, 5000)));
+  t.ok(refused.every((f) => f.event === 'pusher:subscription_error'), 'every flood subscribe ends under on_failure deny');
+  // the flood's timeouts opened its app's breaker, not the other app's
+  const again = srv.track(await RawClient.connect(srv.wsUrl()));
+  t.match((await again.subscribe('calm-2')).data, { type: 'AuthError', error: /circuit breaker open/ }, 'the flooding app\'s breaker is open');
+  t.equal((await other.subscribe('calm-3')).event, 'pusher_internal:subscription_succeeded', 'the other app\'s is not');
+});
+
+t.test('hook budgets: one connection subscribing at full speed is held to calls_per_second_per_connection; another connection is not', async (t) => {
+  const backend = await startHookBackend();
+  const srv = await startServer({ apps: [{ ...APP, hooks: { url: backend.url, subscribe: { enabled: true } } }], hook_client: { calls_per_second_per_connection: 5 } });
+  t.teardown(async () => {
+    await srv.stop();
+    await backend.close();
+  });
+  const fast = srv.track(await RawClient.connect(srv.wsUrl()));
+  const answers = [];
+  for (let i = 0; i < 30; i++) answers.push(await fast.subscribe(`rate-${i}`));
+  const refused = answers.filter((f) => f.event === 'pusher:subscription_error');
+  t.ok(refused.length >= 20, `${refused.length} of 30 refused without a call`);
+  t.match(refused[0].data, { type: 'AuthError', status: 403, error: /Too many backend hook calls from this connection \(hook_client.calls_per_second_per_connection: 5\/s\)/ });
+  t.ok(backend.calls.length <= 10, `${backend.calls.length} calls reached the backend`);
+  const calm = srv.track(await RawClient.connect(srv.wsUrl()));
+  t.equal((await calm.subscribe('calm')).event, 'pusher_internal:subscription_succeeded', 'another connection is called as usual');
+});

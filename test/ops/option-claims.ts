@@ -196,6 +196,8 @@ export const CLAIMS: Record<string, Claim> = {
   // backend hooks (behaviour: test/hooks/)
   'apps[].hooks': { effect: ['src/hooks/connection.ts', 'hooks'], test: 'test/hooks/failures.test.ts' },
   'hook_client.max_in_flight': { effect: ['src/hooks/caller.ts', 'inFlight >= hc.max_in_flight'], test: 'test/hooks/failures.test.ts' },
+  'hook_client.max_in_flight_per_app': { effect: ['src/hooks/caller.ts', '>= hc.max_in_flight_per_app'], test: 'test/hooks/hostile.test.ts' },
+  'hook_client.calls_per_second_per_connection': { effect: ['src/hooks/connection.ts', 'config.hook_client.calls_per_second_per_connection'], test: 'test/hooks/hostile.test.ts' },
   'hook_client.max_response_kb': { effect: ['src/hooks/index.ts', 'maxResponseBytes: hc.max_response_kb * 1024'], test: 'test/hooks/failures.test.ts' },
   'hook_client.max_pending_per_connection': { effect: ['src/hooks/connection.ts', 'config.hook_client.max_pending_per_connection'], test: 'test/hooks/failures.test.ts' },
   'hook_client.breaker.failures': { effect: ['src/hooks/caller.ts', 'hc.breaker.failures'], test: 'test/hooks/failures.test.ts' },
