@@ -72,7 +72,9 @@ interface Round { name: string; rate: number; p50: number; p99: number; late: nu
 async function round(name: string, hooks: Record<string, unknown> | null): Promise<Round> {
   const config = loadConfig({
     env: {},
-    overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, apps: [{ ...APP, hooks, max_client_events_per_second: 100_000 }], rate_limiter: { enabled: false } },
+    overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, apps: [{ ...APP, hooks, max_client_events_per_second: 100_000 }], rate_limiter: { enabled: false },
+      // the load is 20+ subscribes/s per connection: measure the call, not the per-connection budget
+      hook_client: { calls_per_second_per_connection: 100_000, max_in_flight_per_app: 100_000 } },
   });
   const server = await start(config);
   const clients = await Promise.all(Array.from({ length: CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {

@@ -35,10 +35,12 @@ export const webhooks = section({
 
 export const hookClient = section({
   max_in_flight: int(1024, 1, { max: 100_000, doc: 'Backend hook calls in flight per shard, all apps together; beyond: the hook\'s on_failure policy, counted (docs/hooks.md).', ours: true }),
+  max_in_flight_per_app: int(256, 1, { max: 100_000, doc: 'Backend hook calls of one app in flight per shard (within max_in_flight), so one app\'s traffic cannot take every slot; beyond: the hook\'s on_failure policy, counted (hook_failures_total{reason="overloaded"}).', ours: true }),
+  calls_per_second_per_connection: int(20, 1, { max: 100_000, doc: 'Backend hook calls one connection may cause per second (bursts of as many); beyond: its subscribe or client event is refused (subscription_error AuthError 403, or pusher:error 4301) without calling, and counted in rate_limit_exceeded_total{limit_type="hook_calls"}; it never counts as a failure of the endpoint.', ours: true }),
   max_response_kb: int(64, 1, { max: 10_240, doc: 'Largest hook answer read (KiB); a bigger one is a failure.', ours: true }),
   max_pending_per_connection: int(100, 1, { max: 10_000, doc: 'Frames one connection may queue behind a pending hook call (they run in its order); beyond: the frame is dropped with pusher:error 4301.', ours: true }),
   breaker: section({
-    failures: int(5, 1, { max: 10_000, doc: 'Consecutive failures of an endpoint (per shard) that open its circuit breaker: calls are answered by on_failure without calling.', ours: true }),
+    failures: int(5, 1, { max: 10_000, doc: 'Consecutive failures of an endpoint (per app and shard: one app\'s failures never open another\'s) that open its circuit breaker: calls are answered by on_failure without calling.', ours: true }),
     open_ms: int(5000, 1, { max: 3_600_000, doc: 'ms an open breaker waits before one probe call.', ours: true }),
   }, 'The circuit breaker per hook endpoint.'),
   ca_path: optStr({ doc: 'A PEM file of CA certificates trusted for https:// hook endpoints, besides the system\'s; null = the system\'s only.', ours: true }),

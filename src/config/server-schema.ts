@@ -82,6 +82,7 @@ export const http = section({
 
 export const limits = section({
   max_subscriptions_per_connection: int(1000, 1, { max: 10_000_000, doc: 'Channels one connection may be subscribed to at once; beyond: pusher:subscription_error LimitReached (status 4100), the connection kept.', ours: true }),
+  max_client_event_depth: int(64, 1, { max: 10_000, doc: 'Levels of arrays and objects a client event\'s data may nest; deeper: pusher:error 4301, the event dropped before any hook sees it.', ours: true }),
   max_filter_values: int(1000, 1, { max: 10_000_000, doc: '`in` / `nin` values in one tag filter (all its nodes together); beyond: pusher:subscription_error InvalidFilter.', ours: true }),
   max_filter_values_per_connection: int(10_000, 1, { max: 100_000_000, doc: '`in` / `nin` values over all the tag filters of one connection; beyond: pusher:subscription_error LimitReached.', ours: true }),
   frames_per_second: int(1000, 1, { max: 1_000_000, doc: 'Frames per second a connection may send on average (its budget refills at this rate).', ours: true }),

@@ -16,7 +16,11 @@ export function createHistoryStore(config: Config, shards: number, metrics: Metr
       return new MemoryHistoryStore({
         budgetBytes: Math.floor((config.history.memory_budget_mb * MIB) / shards),
         metaTtlMs: config.history.meta_ttl * 1000,
-        events: { evicted: (app, messages) => metrics.inc('history_evictions_total', { app_id: app }, messages) },
+        maxChannels: config.history.max_channels_per_shard,
+        events: {
+          evicted: (app, messages) => metrics.inc('history_evictions_total', { app_id: app }, messages),
+          forgotten: (app) => metrics.inc('history_channels_forgotten_total', { app_id: app }),
+        },
       });
     default:
       throw new Error(`history.driver ${config.history.driver} has no owner-shard store (history/redis.ts numbers in Redis)`);

@@ -8,6 +8,15 @@
 // of the shard loses them, so every epoch starts with this store's random tag and a lost
 // numbering is never continued under the same epoch.
 //
+// A channel that never had a message holds nothing: its position is derived, not stored
+// (any number of subscribes to names nobody publishes on leave no entry). Its epoch is
+// the store's tag, the meta_ttl period of now and the generation of its hash bucket; the
+// first message creates the entry under that same epoch, so a position read while it was
+// empty goes on. A numbering dropped after meta_ttl idle is created again in a later period;
+// one dropped at the channel cap (max_channels) bumps its bucket's generation: either way a
+// new epoch. Entries count in the byte budget (META_BYTES each) and are at most max_channels
+// per store; past it the entry written least recently is forgotten (messages and numbering).
+//
 //   channels: Map (insertion order = least recently written first)
 //     key "app channel" ─▶ { epoch, last, first, msgs[head…], bytes, touched }
 //     msgs[head + i].serial === first + i       (no gap in what is stored)
@@ -32,11 +41,17 @@ interface Log {
 
 /** Bytes counted per stored message besides its text (object, array slot). */
 const ENTRY_OVERHEAD = 64;
+/** Bytes counted per channel entry besides its name (the Log, its Map slot, its key). */
+const META_BYTES = 200;
+/** Hash buckets of the generations of forgotten numberings (a Uint32Array: 64 KiB). */
+const BUCKETS = 16_384;
 
 export interface MemoryStoreOptions {
   /** Bytes of message text this store may keep. */
   budgetBytes: number;
   metaTtlMs: number;
+  /** Channel entries this store keeps at most (history.max_channels_per_shard). */
+  maxChannels?: number;
   events?: StoreEvents;
 }
 
@@ -44,20 +59,42 @@ export class MemoryHistoryStore implements HistoryStore {
   private readonly logs = new Map<string, Log>();
   /** Random per store (per shard start): epochs of a lost numbering never repeat. */
   private readonly tag = randomBytes(4).toString('hex');
-  private epochSeq = 0;
+  private readonly gens = new Uint32Array(BUCKETS);
   private bytes = 0;
   private messages = 0;
 
   constructor(private readonly o: MemoryStoreOptions) {}
 
+  /** The epoch of a channel without an entry (see top). */
+  private derived(key: string, nowMs: number): string {
+    const g = this.gens[bucketOf(key)];
+    return this.tag + '.' + Math.floor(nowMs / this.o.metaTtlMs).toString(36) + (g === 0 ? '' : '.' + g.toString(36));
+  }
+
   private log(app: string, channel: string, nowMs: number): Log {
     const key = app + ' ' + channel;
     let l = this.logs.get(key);
     if (l === undefined) {
-      l = { app, epoch: this.tag + (++this.epochSeq).toString(36), last: 0, msgs: [], head: 0, bytes: 0, touched: nowMs, ttlMs: 0 };
+      const max = this.o.maxChannels ?? Infinity;
+      while (this.logs.size >= max) this.forget(this.logs.keys().next().value!);
+      l = { app, epoch: this.derived(key, nowMs), last: 0, msgs: [], head: 0, bytes: 0, touched: nowMs, ttlMs: 0 };
       this.logs.set(key, l);
+      this.bytes += metaBytes(key);
     }
     return l;
+  }
+
+  /** Drops a channel's entry (its messages and numbering); `bump`: the next one of the channel takes a new epoch in this period. */
+  private forget(key: string, bump = true): void {
+    const l = this.logs.get(key)!;
+    this.logs.delete(key);
+    const n = l.msgs.length - l.head;
+    this.add(l, -n, -l.bytes);
+    this.bytes -= metaBytes(key);
+    if (bump) {
+      this.gens[bucketOf(key)]++;
+      this.o.events?.forgotten?.(l.app);
+    }
   }
 
   append(app: string, channel: string, s: ChannelHistorySetting, message: string, nowMs: number, tags?: string): Position {
@@ -92,7 +129,9 @@ export class MemoryHistoryStore implements HistoryStore {
   }
 
   position(app: string, channel: string, nowMs: number): Position {
-    const l = this.log(app, channel, nowMs);
+    const key = app + ' ' + channel;
+    const l = this.logs.get(key);
+    if (l === undefined) return { epoch: this.derived(key, nowMs), serial: 0 };
     l.touched = Math.max(l.touched, nowMs);
     return { epoch: l.epoch, serial: l.last };
   }
@@ -140,7 +179,8 @@ export class MemoryHistoryStore implements HistoryStore {
       this.expire(l, nowMs);
       this.compact(l);
       if (l.msgs.length === l.head && nowMs - l.touched >= this.o.metaTtlMs && !hasSubscribers(l.app, key.slice(l.app.length + 1))) {
-        this.logs.delete(key);
+        // idle for meta_ttl: a channel created again is in a later meta_ttl period, a new epoch
+        this.forget(key, false);
       }
     }
   }
@@ -178,11 +218,15 @@ export class MemoryHistoryStore implements HistoryStore {
 
   /** Over budget: drops the messages of the channels written least recently, never `keep`'s newest. */
   private evict(keep: Log): void {
-    for (const l of this.logs.values()) {
+    for (const [key, l] of this.logs) {
       if (this.bytes <= this.o.budgetBytes) return;
       if (l === keep) break;
       const n = l.msgs.length - l.head;
-      if (n === 0) continue;
+      if (n === 0) {
+        // the entries count too: one without messages is forgotten (a new epoch next time)
+        this.forget(key);
+        continue;
+      }
       const b = l.bytes;
       this.add(l, -n, -b);
       l.msgs = [];
@@ -197,6 +241,17 @@ export class MemoryHistoryStore implements HistoryStore {
     }
     this.compact(keep);
   }
+}
+
+function metaBytes(key: string): number {
+  return META_BYTES + 2 * key.length;
+}
+
+/** FNV-1a of the key, to a bucket of the generations. */
+function bucketOf(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % BUCKETS;
 }
 
 function sizeOf(m: StoredMessage): number {

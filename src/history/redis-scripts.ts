@@ -2,12 +2,25 @@
 // and storing in one step, and its reads (answers to subscriptions, REST pages). A script
 // that finds the meta of another Redis run (its run_id) starts a new epoch.
 
+//
+// A channel without a meta (never numbered, or expired) stores nothing when read: its epoch
+// is derived from the run_id and the meta_ttl period of Redis's clock, the same on every
+// node, and its first message creates the meta under that epoch (a position read while it
+// was empty goes on). A meta expires meta_ttl after its last use at the earliest, so one
+// created again is in a later period: a new epoch. ARGV[2] is meta_ttl (ms) in both scripts.
 const RUN_ID = `local rid = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 local m = redis.call('HMGET', KEYS[1], 'e', 's', 'r')
 local epoch, serial = m[1], tonumber(m[2])
-local fresh = (not epoch) or (not serial) or m[3] ~= rid
+local empty = (not epoch) or (not serial)
+local fresh = empty or m[3] ~= rid
 if fresh then
-  epoch = ARGV[1]
+  if empty then
+    local t = redis.call('TIME')
+    local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    epoch = 'z' .. string.sub(rid, 1, 16) .. '.' .. string.format('%d', math.floor(ms / tonumber(ARGV[2])))
+  else
+    epoch = ARGV[1]
+  end
   serial = 0
   redis.call('DEL', KEYS[2])
 end
@@ -34,7 +47,7 @@ return serial
  * at most max of them from the direction's start. Returns / publishes epoch, S, the first
  * serial returned, and the entries (length-prefixed in the marker: a frame may hold '\n').
  */
-export const READ_LUA = RUN_ID + `if fresh then redis.call('HSET', KEYS[1], 'e', epoch, 's', 0, 'r', rid) end
+export const READ_LUA = RUN_ID + `if fresh and not empty then redis.call('HSET', KEYS[1], 'e', epoch, 's', 0, 'r', rid) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local len = redis.call('LLEN', KEYS[2])
 local first = serial - len + 1

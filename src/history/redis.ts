@@ -27,6 +27,8 @@
 // failover to a replica) changes the run_id; the next script then starts a new epoch and
 // drops the list, since Redis persistence can lose the last writes and a serial must never
 // be given twice in one epoch. A missing meta (expired, flushed) also starts a new epoch.
+// Reading a channel that has no meta writes nothing: its epoch is derived (redis-scripts.ts),
+// so subscribes to names nobody publishes on leave no key.
 //
 // Redis unreachable: a publish to a history channel throws HistoryUnavailableError at once
 // (the API answers 503, a client event gets pusher:error; nothing is delivered or stored);

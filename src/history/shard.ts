@@ -40,6 +40,7 @@ import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import type { HistFrame } from './owner';
 import type { HistorySettings } from './settings';
+import { logLimited } from '../log';
 
 /** What this file needs of a WebSocket (ws/types.ts Socket; history/ sits below ws/). */
 export interface HistorySocket {
@@ -133,6 +134,11 @@ export interface HistoryShardDeps {
   publisher: () => Pick<Publisher, 'deliver'>;
   /** History channels take delta compression (the memory driver, with a delta sequencer; docs/history.md). */
   deltas: boolean;
+  /** history.max_questions_per_connection. */
+  maxQuestionsPerConnection: number;
+  /** history.replay_bytes_per_second. */
+  replayBytesPerSecond: number;
+  now?: () => number;
   /** Tag-filtered subscriptions get rewinds and positions (every driver keeps the tags; docs/history.md): the filter stage, or null. */
   filters: HistoryFilters | null;
   out(canonical: string): string;
@@ -151,6 +157,12 @@ export interface HistoryShard {
   readonly inbound: InboundStage;
   deliver(msg: HistFrame): void;
   plan(app: AppConfig, channel: string, recover: unknown): Plan;
+  /**
+   * Before a subscription that will attach() is answered: null when this connection may ask
+   * one more question now, else why not (it has one for this channel, or
+   * history.max_questions_per_connection of them, unanswered).
+   */
+  admit(d: SocketData, channel: string): string | null;
   /** After subscription_succeeded, a `recover` on a channel without history. */
   noHistory(ws: Socket, app: AppConfig, channel: string): void;
   /**
@@ -174,6 +186,24 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
   const { settings, fanout, log } = deps;
   const filters = deps.filters;
   const meters = metersFor(deps.metrics);
+  /**
+   * A connection's unanswered questions, by channel (a subscribe and unsubscribe churn cannot
+   * pile them up), and its replay budget: bytes it may be sent in replays, refilled at
+   * history.replay_bytes_per_second up to one second's worth; a replay is charged when
+   * sent (the balance may go below zero) and no question is asked while it is.
+   */
+  const asked = new WeakMap<SocketData, { channels: Set<string>; balance: number; at: number }>();
+  const maxQuestions = deps.maxQuestionsPerConnection;
+  const replayRate = deps.replayBytesPerSecond;
+  const now = deps.now ?? Date.now;
+  function budgetOf(d: SocketData): { channels: Set<string>; balance: number; at: number } {
+    let b = asked.get(d);
+    if (b === undefined) asked.set(d, (b = { channels: new Set(), balance: replayRate, at: now() }));
+    const t = now();
+    b.balance = Math.min(replayRate, b.balance + ((t - b.at) * replayRate) / 1000);
+    b.at = t;
+    return b;
+  }
   /**
    * Serial topic → the epoch and serial of the last message this shard delivered on it
    * (epoch_changed, and a gap: messages that never reached this shard, e.g. while its Redis
@@ -313,7 +343,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
       for (const h of buffer) place(st, h, true);
     };
     deps.ask({ app, channel, rewind: 0, recover: from }, entry.done, (err) => {
-      log.warn({ err: err.message, channel }, 'history: the messages this server missed could not be fetched again; reported to the subscriptions with positions');
+      logLimited(log, 'warn', { err: err.message, channel }, 'history: the messages this server missed could not be fetched again; reported to the subscriptions with positions');
       entry.done(null);
     });
   }
@@ -350,6 +380,17 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
       if (recover.kind === 'none' && s.rewind === 0) return null;
       return { kind: 'attach', rewind: s.rewind, recover };
     },
+    admit(d, channel) {
+      if (!asked.has(d)) return null;
+      const b = budgetOf(d);
+      const q = b.channels;
+      if (b.balance < 0) {
+        return `this connection was sent more replayed history than history.replay_bytes_per_second allows; subscribe again in ${Math.ceil((-b.balance * 1000) / replayRate)} ms`;
+      }
+      if (q.has(channel)) return `the history of ${channel} is still being fetched for this connection's earlier subscription; subscribe again once it is answered`;
+      if (q.size >= maxQuestions) return `this connection has ${q.size} history questions unanswered, the most allowed (history.max_questions_per_connection); subscribe again once they are answered`;
+      return null;
+    },
     noHistory(ws, app, channel) {
       result(app.id, 'no_history');
       sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, { epoch: '', serial: 0, recovered: false, missed: 0, reason: 'no_history' }));
@@ -372,12 +413,19 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
         else ws.subscribe(topic);
       };
       const question: HistQuestion = { app: app.id, channel, rewind, recover: resume, ...(how?.relay ? { delta: true } : {}) };
+      const budget = budgetOf(d);
+      const mine = budget.channels;
+      mine.add(channel);
+      const answered = (): void => void mine.delete(channel);
       const ask = (): void => deps.ask(question, (r) => {
+        answered();
+        // an answer whose subscription is gone is dropped unread
         if (!current()) return;
         // answered while this shard fetches the topic's missed messages again: its position
         // and the topic's would differ; asked again once the topic is in step (catchUp)
         if (serial && !how?.relay && catching.has(topic)) {
           const later = deferred.get(topic) ?? [];
+          mine.add(channel);
           later.push(ask);
           deferred.set(topic, later);
           return;
@@ -393,7 +441,13 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
             if (reply.error) data.error = reply.error;
             sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, data));
           }
-          for (const [n, message] of reply.items) sendFrame(meters, ws, app.id, 'api-event', serial ? withSerial(message, n) : message);
+          let bytes = 0;
+          for (const [n, message] of reply.items) {
+            const text = serial ? withSerial(message, n) : message;
+            bytes += text.length;
+            sendFrame(meters, ws, app.id, 'api-event', text);
+          }
+          budgetOf(d).balance -= bytes;
           join();
         });
         if (serial) {
@@ -403,7 +457,8 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
         }
         if (resume === null && reply.items.length > 0 && meters.enabled) deps.metrics.inc('history_rewinds_total', { app_id: app.id });
       }, (err: Error) => {
-        log.warn({ err, channel }, 'history: no answer from the channel\'s numbering; live messages only');
+        answered();
+        logLimited(log, 'warn', { err: err.message, channel }, 'history: no answer from the channel\'s numbering; live messages only');
         if (!current()) return;
         ws.cork(() => {
           if (serial) sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, { epoch: '', serial: 0, recovered: false, missed: 0, reason: 'unavailable', error: 'the channel\'s numbering did not answer' }));

@@ -35,7 +35,7 @@ export interface HistoryStore {
   append(app: string, channel: string, setting: ChannelHistorySetting, message: string, nowMs: number, tags?: string): Position;
   /** Undoes the last append (its message reached nobody): the serial is given again. */
   rollback(app: string, channel: string): void;
-  /** The channel's numbering (created, with serial 0, when it has none): keeps it for meta_ttl from now. */
+  /** The channel's numbering (derived, serial 0, and nothing stored, when it has none): keeps it for meta_ttl from now. */
   position(app: string, channel: string, nowMs: number): Position;
   /** The stored messages with serial > after, oldest first; null when after + 1 is no longer stored. */
   since(app: string, channel: string, after: number, nowMs: number): StoredMessage[] | null;
@@ -52,6 +52,8 @@ export interface HistoryStore {
 export interface StoreEvents {
   /** A channel's messages were dropped to stay within the memory budget. */
   evicted(app: string, messages: number, bytes: number): void;
+  /** A channel's entry (messages and numbering) was dropped at the channel cap or the memory budget. */
+  forgotten?(app: string): void;
 }
 
 /**

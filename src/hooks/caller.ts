@@ -43,7 +43,7 @@ export type Verdict =
   | { allow: false; reason: string; /** false: the backend denied; true: a failure under on_failure deny. */ failed: boolean };
 
 export type Result = 'allowed' | 'denied' | 'failed' | 'skipped';
-type Reason = 'timeout' | 'network' | 'status' | 'invalid_answer' | 'too_large' | 'breaker_open' | 'overloaded' | 'cancelled';
+type Reason = 'timeout' | 'network' | 'status' | 'invalid_answer' | 'too_large' | 'breaker_open' | 'overloaded' | 'cancelled' | 'internal';
 
 export interface HookCaller {
   call(app: AppConfig, hook: CompiledHook, body: HookBody, signal?: AbortSignal): Promise<Verdict>;
@@ -77,7 +77,10 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
   const { config, http, metrics } = deps;
   const now = deps.now ?? Date.now;
   const hc = config.hook_client;
+  /** By app and endpoint: one app's failing calls never open the breaker of another app on the same backend. */
   const breakers = new Map<string, Breaker>();
+  /** Calls in flight per app on this shard (hook_client.max_in_flight_per_app). */
+  const appInFlight = new Map<string, number>();
   const counters = new Map<string, BoundCounter>();
   const inFlightGauge = metrics.gauge('hook_calls_in_flight');
   let inFlight = 0;
@@ -93,8 +96,9 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
     c.inc();
   }
 
-  function breakerOf(url: string): Breaker {
-    let b = breakers.get(url);
+  function breakerOf(appId: string, url: string): Breaker {
+    const key = appId + '\0' + url;
+    let b = breakers.get(key);
     if (b === undefined) {
       const gauge = metrics.gauge('hook_breakers_open', { url: endpointLabel(url) });
       let open = false;
@@ -103,7 +107,8 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
         if (nowOpen !== open) gauge.inc(nowOpen ? 1 : -1);
         open = nowOpen;
       });
-      breakers.set(url, b);
+      if (breakers.size > 10_000) breakers.clear(); // apps and URLs come from the config; a bound all the same
+      breakers.set(key, b);
     }
     return b;
   }
@@ -148,16 +153,22 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
   }
 
   async function send(app: AppConfig, hook: CompiledHook, body: HookBody, signal: AbortSignal | undefined): Promise<Verdict> {
-    const breaker = breakerOf(hook.url);
+    const breaker = breakerOf(app.id, hook.url);
     const started = now();
+    let json: string;
+    try {
+      json = JSON.stringify(body);
+    } catch {
+      return failed(app, hook, body, 'failed', 'internal', 'the request body could not be serialised');
+    }
     if (!breaker.admit(started)) return failed(app, hook, body, 'skipped', 'breaker_open', 'circuit breaker open');
-    const json = JSON.stringify(body);
     const headers = {
       'content-type': 'application/json',
       [config.webhooks.key_header]: app.key,
       [config.webhooks.signature_header]: webhookSignature(app.secret, json),
     };
     inFlight++;
+    appInFlight.set(app.id, (appInFlight.get(app.id) ?? 0) + 1);
     inFlightGauge.inc();
     let outcome: Verdict | string;
     let reason: Reason = 'invalid_answer';
@@ -180,6 +191,9 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
       outcome = err.message;
     } finally {
       inFlight--;
+      const n = appInFlight.get(app.id)! - 1;
+      if (n === 0) appInFlight.delete(app.id);
+      else appInFlight.set(app.id, n);
       inFlightGauge.dec();
       metrics.observe('hook_duration_seconds', { hook: hook.kind }, (now() - started) / 1000);
     }
@@ -198,7 +212,13 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
       if (inFlight >= hc.max_in_flight) {
         return Promise.resolve(failed(app, hook, body, 'skipped', 'overloaded', `${hc.max_in_flight} calls already in flight on this thread`));
       }
-      return send(app, hook, body, signal);
+      if ((appInFlight.get(app.id) ?? 0) >= hc.max_in_flight_per_app) {
+        return Promise.resolve(failed(app, hook, body, 'skipped', 'overloaded', `${hc.max_in_flight_per_app} calls of this app already in flight on this thread`));
+      }
+      // A call never rejects: whatever throws on the way (a body that cannot be serialised)
+      // is a failure under the hook's on_failure, not an unhandled rejection of the shard.
+      return send(app, hook, body, signal).catch((err: unknown) =>
+        failed(app, hook, body, 'failed', 'internal', err instanceof Error ? err.message : String(err)));
     },
     inFlight: () => inFlight,
     close: () => http.close(),

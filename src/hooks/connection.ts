@@ -59,6 +59,9 @@ function sendFrame(meters: Meters, ws: HookSocket, appId: string, canonicalEvent
 
 interface ConnState {
   info: ConnectionInfo;
+  /** hook_client.calls_per_second_per_connection: calls left in this connection's bucket, and when it was last filled (ms). */
+  tokens: number;
+  filled: number;
   busy: boolean;
   queue: string[];
   queuedBytes: number;
@@ -105,6 +108,21 @@ export function createWsHooks<Socket extends HookSocket, SocketData extends Hook
    */
   const upgraded = new Map<string, ConnectionInfo>();
   const maxPending = config.hook_client.max_pending_per_connection;
+  const rate = config.hook_client.calls_per_second_per_connection;
+  const OVER_RATE = `Too many backend hook calls from this connection (hook_client.calls_per_second_per_connection: ${rate}/s): not called, try again later`;
+
+  /** Takes one call from the connection's bucket; false when it is empty (the call is refused, not made). */
+  function takeCall(d: SocketData, s: ConnState): boolean {
+    const now = Date.now();
+    s.tokens = Math.min(rate, s.tokens + ((now - s.filled) * rate) / 1000);
+    s.filled = now;
+    if (s.tokens < 1) {
+      meters.app(d.app!.id).rateLimited('hook_calls').inc();
+      return false;
+    }
+    s.tokens--;
+    return true;
+  }
   let busyCount = 0;
   let dispatch: ((ws: Socket, d: SocketData, text: string) => void) | null = null;
 
@@ -112,7 +130,7 @@ export function createWsHooks<Socket extends HookSocket, SocketData extends Hook
     let s = states.get(d);
     if (s === undefined) {
       // An app given hooks by a reload after this connection opened: the upgrade's headers are gone.
-      s = { info: { ip: '', origin: null, user_agent: null }, busy: false, queue: [], queuedBytes: 0, ctrl: null };
+      s = { info: { ip: '', origin: null, user_agent: null }, tokens: rate, filled: Date.now(), busy: false, queue: [], queuedBytes: 0, ctrl: null };
       states.set(d, s);
     }
     return s;
@@ -125,6 +143,11 @@ export function createWsHooks<Socket extends HookSocket, SocketData extends Hook
   /** Calls the hook with the connection busy; `act` runs (corked) with the verdict unless the connection closed meanwhile. */
   function run(ws: Socket, d: SocketData, hook: CompiledHook, extra: Partial<HookBody>, act: (v: Verdict) => void): void {
     const s = stateOf(d);
+    if (!takeCall(d, s)) {
+      // refused before the call: the connection is told, the endpoint and the others are untouched
+      act({ allow: false, reason: OVER_RATE, failed: false });
+      return;
+    }
     const ctrl = new AbortController();
     s.busy = true;
     s.ctrl = ctrl;
@@ -133,7 +156,15 @@ export function createWsHooks<Socket extends HookSocket, SocketData extends Hook
       if (d.closed || s.ctrl !== ctrl) return; // closed() has cleaned up
       s.ctrl = null;
       ws.cork(() => {
-        act(v);
+        try {
+          act(v);
+        } catch (err) {
+          // never an unhandled rejection (it would end the shard): the client hears of it
+          if (!d.closed) {
+            sendFrame(meters, ws, d.app!.id, Ev.Error, errorFrame(deps.out(Ev.Error), ErrorCode.ClientEventRefused,
+              `Server error: message not handled (${err instanceof Error ? err.message : String(err)})`.slice(0, 200)));
+          }
+        }
         if (!d.closed) drain(ws, d, s);
       });
     });
@@ -195,7 +226,7 @@ export function createWsHooks<Socket extends HookSocket, SocketData extends Hook
       const info = upgraded.get(d.id);
       if (info !== undefined) {
         upgraded.delete(d.id);
-        states.set(d, { info, busy: false, queue: [], queuedBytes: 0, ctrl: null });
+        states.set(d, { info, tokens: rate, filled: Date.now(), busy: false, queue: [], queuedBytes: 0, ctrl: null });
       }
       const hook = hookFor(d.app!, 'connect');
       if (hook === null) return false;

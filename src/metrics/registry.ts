@@ -59,6 +59,7 @@ const COUNTERS: Record<CounterName, Def> = {
   hook_failures_total: { help: 'Backend hook calls without a usable answer (reason: timeout, network, status, invalid_answer, too_large, breaker_open, overloaded, cancelled)', labels: ['app_id', 'hook', 'reason'] },
   webhooks_dropped_total: { help: 'Webhook requests dropped before sending (reason: queue_full, queue_error, shutdown)', labels: ['app_id', 'reason'] },
   history_evictions_total: { help: 'History messages dropped to stay within history.memory_budget_mb (oldest-written channels first)', labels: ['app_id'] },
+  history_channels_forgotten_total: { help: 'History channel entries (messages and numbering) dropped at history.max_channels_per_shard or the memory budget, least recently written first; their next message starts a new epoch', labels: ['app_id'] },
   history_store_errors_total: { help: 'history.driver redis / redis-cluster: commands that failed after they were sent (op publish: the message was neither stored nor delivered; op touch: a channel\'s numbering was not kept alive this time)', labels: ['op'] },
   history_recoveries_total: { help: 'Subscriptions with a resume position (result: recovered, no_history, epoch_changed, too_old, too_many, invalid, unavailable)', labels: ['app_id', 'result'] },
   history_catchups_total: { help: 'Messages a shard missed from the history store (its subscription to the store was down) fetched again for its subscriptions with positions (result: fetched, or why they could not be: too_old, too_many, unavailable)', labels: ['app_id', 'result'] },

@@ -38,6 +38,8 @@ export type CounterName =
   | 'hook_calls_total' | 'hook_failures_total'
   /** ours (history/): channel messages dropped to stay within history.memory_budget_mb */
   | 'history_evictions_total'
+  /** ours (history/ memory driver): channel entries dropped at history.max_channels_per_shard or the memory budget */
+  | 'history_channels_forgotten_total'
   /** ours (history/ redis drivers): numbering or reading scripts that failed after they were sent (op publish / read) */
   | 'history_store_errors_total'
   /** ours (history/): subscriptions with a resume position, by result (recovered or the reason) */

@@ -81,8 +81,12 @@ export function createShardHistorySide(d: {
     ask: redis ? (q, answer, failed) => redis.ask(q, answer, failed)
       : ({ delta, ...q }, answer, failed) => d.bus.request<HistSubReply>(ownerOf(q.app, q.channel, d.shards),
         // a delta subscription's answer comes through the sequencer (delta/sequencer.ts rule 6)
-        { type: 'hist_sub', ...q, ...(delta && d.delta ? { relay: d.delta.sequencer } : {}) }).then(answer, failed),
+        { type: 'hist_sub', ...q, ...(delta && d.delta ? { relay: d.delta.sequencer } : {}) }).then(answer, failed)
+        // never an unhandled rejection (it would end the shard)
+        .catch((err: Error) => logLimited(d.log, 'error', { err: err.message, channel: q.channel }, 'history: acting on an answer failed')),
     deltas: redis === null && d.delta !== null,
+    maxQuestionsPerConnection: d.config.history.max_questions_per_connection,
+    replayBytesPerSecond: d.config.history.replay_bytes_per_second,
     filters: d.filters,
     publisher: d.publisher,
   });

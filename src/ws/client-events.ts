@@ -11,6 +11,7 @@ import type { WsDeps } from './deps';
 import type { Socket, SocketData, Subscription } from './types';
 import { sendFrame } from './send';
 import { logLimited } from '../log';
+import { nestedDeeperThan } from '../limits/json-depth';
 
 export interface ClientFrame {
   event: string;
@@ -49,6 +50,10 @@ export function createClientEvents(deps: WsDeps) {
     if (overRate(d, app.max_client_events_per_second, now)) {
       meters.app(app.id).rateLimited('client_events').inc();
       return refuse(ws, `Client event rate limit of ${app.max_client_events_per_second}/s reached`, channel);
+    }
+    if (nestedDeeperThan(msg.data, deps.config.limits.max_client_event_depth)) {
+      meters.app(app.id).rateLimited('client_event_depth').inc();
+      return refuse(ws, `Client event data is nested more than ${deps.config.limits.max_client_event_depth} levels deep`, channel);
     }
     let dataJson: string;
     try {

@@ -359,6 +359,13 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       }
       // (a tag-filtered subscription takes a rewind and positions: the stores keep the tags)
       const plan: Plan = deps.history && (filter === null || deps.history.filtered) ? deps.history.plan(app, channel, data.recover) : null;
+      if (plan?.kind === 'attach') {
+        const busy = deps.history!.admit(d, channel);
+        if (busy !== null) {
+          meters.app(app.id).rateLimited('history_questions').inc();
+          return subscriptionError(ws, channel, 'LimitReached', busy, SubscriptionStatus.ConnectionLimit);
+        }
+      }
       // History channels take deltas when numbered by their owner shard, unfiltered (docs/history.md, "With delta compression")
       const noDelta = deps.history?.settings.of(app.id, channel) && (!deps.history.deltas || filter !== null);
       const algo = noDelta ? null : deltaOf(ws, d, app, channel, data.delta);

@@ -45,11 +45,50 @@ t.test('memory budget: the channels written least recently go first, counted', a
   for (let i = 0; i < 4; i++) s.append('b', 'mid', big, msg, 2);
   for (let i = 0; i < 3; i++) s.append('a', 'new', big, msg, 3);
   t.same(evicted, [['a', 4]], 'over budget: the oldest-written channel lost its messages');
-  t.equal(s.stats().bytes, 264 * 7);
+  t.equal(s.stats().bytes, 264 * 7 + 3 * 200 + 2 * 'a old'.length * 3, 'messages and the 3 entries (200 bytes and the name each)');
   t.same(s.last('b', 'mid', 10, 3).length, 4, 'the others are whole');
   t.equal(s.append('a', 'old', big, msg, 4).serial, 5, 'its numbering goes on');
   // a single channel over the whole budget keeps its newest messages within it
   for (let i = 0; i < 20; i++) s.append('c', 'huge', big, msg, 5);
   t.ok(s.stats().bytes <= 264 * 10, `within budget (${s.stats().bytes})`);
   t.ok(s.last('c', 'huge', 100, 5).length >= 1);
+});
+
+t.test('a channel that never had a message holds nothing; its derived epoch goes on at the first message', async (t) => {
+  const s = new MemoryHistoryStore({ budgetBytes: 1 << 20, metaTtlMs: 60_000 });
+  const seen = new Set<string>();
+  for (let i = 0; i < 10_000; i++) seen.add(s.position('a', `history-${Math.random().toString(36).slice(2)}`, 1000 + i).epoch);
+  t.same(s.stats(), { channels: 0, messages: 0, bytes: 0 }, '10,000 position reads of empty channels: no entry, no byte');
+  t.same(s.since('a', 'history-x', 0, 2000), [], 'nothing to replay');
+  const p0 = s.position('a', 'c', 2000);
+  t.same(s.append('a', 'c', S, 'm1', 3000), { epoch: p0.epoch, serial: 1 }, 'the first message keeps the epoch read while empty');
+  t.equal(s.stats().channels, 1);
+  t.not(s.position('a', 'd', 60_000).epoch, s.position('a', 'd', 59_999).epoch, 'another meta_ttl period, another derived epoch');
+});
+
+t.test('history.max_channels_per_shard: past it the entry written least recently is forgotten, a new epoch', async (t) => {
+  const forgotten: string[] = [];
+  const s = new MemoryHistoryStore({ budgetBytes: 1 << 20, metaTtlMs: 60_000, maxChannels: 3, events: { evicted: () => {}, forgotten: (app) => forgotten.push(app) } });
+  const e1 = s.append('a', 'c1', S, 'm', 1).epoch;
+  s.append('b', 'c2', S, 'm', 2);
+  s.append('a', 'c3', S, 'm', 3);
+  s.append('a', 'c2x', S, 'm', 4);
+  t.same(forgotten, ['a'], 'c1 (written least recently) forgotten, counted');
+  t.equal(s.stats().channels, 3);
+  t.equal(s.stats().messages, 3);
+  t.same(s.since('a', 'c1', 0, 5), [], 'its messages are gone');
+  const p = s.position('a', 'c1', 5);
+  t.not(p.epoch, e1, 'its numbering is gone: a new epoch in the same period');
+  t.equal(p.serial, 0);
+  t.equal(s.append('a', 'c1', S, 'm', 6).epoch, p.epoch);
+});
+
+t.test('the entries count in the budget: past it, channels without messages are forgotten first-written first', async (t) => {
+  const forgotten: string[] = [];
+  const s = new MemoryHistoryStore({ budgetBytes: 2000, metaTtlMs: 60_000, events: { evicted: () => {}, forgotten: (app) => forgotten.push(app) } });
+  const short = { size: 1, ttl: 1, rewind: 0 };
+  for (let i = 0; i < 20; i++) s.append('a', `c${i}`, short, 'm', i * 1000); // each message expired by the next append
+  s.sweep(30_000, () => true); // expired messages gone, entries kept (subscribers)
+  t.ok(s.stats().bytes <= 2000, `within budget (${s.stats().bytes} bytes, ${s.stats().channels} channels)`);
+  t.ok(forgotten.length > 0, 'some were forgotten');
 });

@@ -86,6 +86,10 @@ export const CLAIMS: Record<string, Claim> = {
   'tag_filtering.max_nodes': { effect: ['src/ws/subscribe.ts', 'parseFilter(raw, tf.max_nodes, '], test: 'test/e2e/tag-filter.test.ts' },
   // limits (config/schema.ts; behaviour: test/e2e/hostile-limits.test.ts, hostile-http.test.ts)
   'limits.max_subscriptions_per_connection': { effect: ['src/ws/subscribe.ts', 'd.channels.size >= limits.max_subscriptions_per_connection'], test: 'test/e2e/hostile-limits.test.ts' },
+  'history.max_questions_per_connection': { effect: ['src/history/shard.ts', 'q.size >= maxQuestions'], test: 'test/history/hostile.test.ts' },
+  'history.replay_bytes_per_second': { effect: ['src/history/shard.ts', 'budgetOf(d).balance -= bytes'], test: 'test/history/hostile.test.ts' },
+  'history.max_channels_per_shard': { effect: ['src/history/index.ts', 'maxChannels: config.history.max_channels_per_shard'], test: 'test/history/memory.test.ts' },
+  'limits.max_client_event_depth': { effect: ['src/ws/client-events.ts', 'nestedDeeperThan(msg.data, deps.config.limits.max_client_event_depth)'], test: 'test/hooks/hostile.test.ts' },
   'limits.max_filter_values': { effect: ['src/ws/subscribe.ts', 'parseFilter(raw, tf.max_nodes, limits.max_filter_values)'], test: 'test/faults/hostile.test.ts' },
   'limits.max_filter_values_per_connection': { effect: ['src/ws/subscribe.ts', 'held + values <= limits.max_filter_values_per_connection'], test: 'test/e2e/hostile-limits.test.ts' },
   'limits.frames_per_second': { effect: ['src/ws/limits.ts', 'frames_per_second: rate'], test: 'test/faults/hostile.test.ts' },
@@ -194,6 +198,8 @@ export const CLAIMS: Record<string, Claim> = {
   // backend hooks (behaviour: test/hooks/)
   'apps[].hooks': { effect: ['src/hooks/connection.ts', 'hooks'], test: 'test/hooks/failures.test.ts' },
   'hook_client.max_in_flight': { effect: ['src/hooks/caller.ts', 'inFlight >= hc.max_in_flight'], test: 'test/hooks/failures.test.ts' },
+  'hook_client.max_in_flight_per_app': { effect: ['src/hooks/caller.ts', '>= hc.max_in_flight_per_app'], test: 'test/hooks/hostile.test.ts' },
+  'hook_client.calls_per_second_per_connection': { effect: ['src/hooks/connection.ts', 'config.hook_client.calls_per_second_per_connection'], test: 'test/hooks/hostile.test.ts' },
   'hook_client.max_response_kb': { effect: ['src/hooks/index.ts', 'maxResponseBytes: hc.max_response_kb * 1024'], test: 'test/hooks/failures.test.ts' },
   'hook_client.max_pending_per_connection': { effect: ['src/hooks/connection.ts', 'config.hook_client.max_pending_per_connection'], test: 'test/hooks/failures.test.ts' },
   'hook_client.breaker.failures': { effect: ['src/hooks/caller.ts', 'hc.breaker.failures'], test: 'test/hooks/failures.test.ts' },
