@@ -36,6 +36,14 @@ export interface Receiver {
   end(text: string): void;
 }
 
+/** The client that opened a session: only its requests reach the session (fallback/service.ts). */
+export interface Peer {
+  /** Client address (limits/client-address.ts). */
+  ip: string;
+  /** User-Agent header, '' when absent. */
+  ua: string;
+}
+
 export interface SessionEnv {
   handlers: Pick<ConnectionHandlers, 'open' | 'message' | 'close'>;
   topics: SessionTopics;
@@ -70,9 +78,14 @@ export class Session implements Socket {
   /** Set once the session ended: the text a later receiving request is answered with. */
   closing: string | null = null;
 
-  constructor(readonly sessionId: string, readonly appKey: string, private readonly data: SocketData, private readonly env: SessionEnv) {
+  constructor(readonly sessionId: string, readonly appKey: string, readonly peer: Peer, private readonly data: SocketData, private readonly env: SessionEnv) {
     this.lastWrite = env.now();
     this.detachedAt = this.lastWrite;
+  }
+
+  /** Whether a request of app `key` from `peer` is this session's client's. */
+  owns(key: string, peer: Peer): boolean {
+    return key === this.appKey && peer.ip === this.peer.ip && peer.ua === this.peer.ua;
   }
 
   get transport(): 'xhr_streaming' | 'xhr' | null {

@@ -15,7 +15,7 @@ const tick = () => new Promise((r) => setImmediate(r));
 function session(maxQueueBytes = 1 << 24) {
   const topics = createSessionTopics(nativeFanout({ publish: () => true, numSubscribers: () => 0 }));
   const closed: number[] = [];
-  const s = new Session('abc', 'key', newSocketData('1.1', null, null), {
+  const s = new Session('abc', 'key', { ip: '127.0.0.1', ua: '' }, newSocketData('1.1', null, null), {
     handlers: { open() {}, message() {}, close: () => void closed.push(1) },
     topics, maxQueueBytes, closeOnOverflow: false, onClosed() {}, now: Date.now,
   });
