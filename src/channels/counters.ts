@@ -54,8 +54,10 @@ export class ConnectionCounters {
   /**
    * Counts connection `socketId` against client address `ip` (limits.max_connections_per_ip,
    * all shards of the process); false (nothing counted) when the address has `max` already.
+   * A connection without an address ('') is not counted.
    */
   tryAcquireAddress(socketId: string, ip: string, max: number): boolean {
+    if (ip === '') return true; // no address (the Unix socket, its proxy not trusted): not counted
     const h = addressHash(ip);
     const cells = this.cells(h);
     let least = Infinity;

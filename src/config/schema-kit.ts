@@ -102,9 +102,9 @@ export function strList(def: string[], d: Doc) {
   return Type.Array(Type.String({ pattern: '\\S', 'x-rule': 'must be a list of non-empty strings', 'x-at-parent': true }), { default: def, ...meta(d) });
 }
 
-/** A list of IP addresses and CIDR ranges (http.trusted_proxies). */
+/** A list of IP addresses and CIDR ranges, and `unix` (http.trusted_proxies). */
 export function cidrList(d: Doc) {
-  const rule = 'must be a list of IP addresses or CIDR ranges such as 10.0.0.0/8, 192.168.1.10 or fd00::/8';
+  const rule = 'must be a list of IP addresses or CIDR ranges such as 10.0.0.0/8, 192.168.1.10 or fd00::/8 (or unix)';
   return Type.Array(Type.String({ format: 'ringcast-cidr', 'x-rule': rule, 'x-at-parent': true }), { default: [], ...meta({ rule, ...d }) });
 }
 

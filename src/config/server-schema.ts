@@ -79,7 +79,7 @@ export const bus = section({
 export const http = section({
   request_limit_in_mb: int(10, 1, { doc: 'Largest API request body (MB); bigger: 413.', env: 'HTTP_API_REQUEST_LIMIT_IN_MB' }),
   trusted_proxies: cidrList({
-    doc: 'Peers (IP addresses, CIDR ranges) whose X-Forwarded-For (else Forwarded: for=) names the client: the rightmost address that is not one of them is the client address of WebSockets, HTTP sessions, the API\'s per-IP window, hooks, the console\'s login throttle and logs. [] = no proxy trusted, the peer is the client (docs/security.md).',
+    doc: 'Peers (IP addresses, CIDR ranges; `unix`: the Unix socket\'s) whose X-Forwarded-For (else Forwarded: for=) names the client: the rightmost address that is not one of them is the client address of WebSockets, HTTP sessions, the API\'s per-IP window, hooks, the console\'s login throttle and logs. [] = no proxy trusted, the peer is the client (docs/security.md).',
     env: 'HTTP_TRUSTED_PROXIES', ours: true,
   }),
 }, 'The HTTP API, and every listener\'s client addresses.');

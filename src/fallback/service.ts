@@ -331,8 +331,15 @@ export function createFallback(deps: FallbackDeps): Fallback {
             failed(relay.r.streaming ? 'xhr_streaming' : 'xhr', msg.status);
             return relay.r.fail(msg.status, msg.text);
           }
-          if (msg.end) relay.r.end(msg.text);
-          else relay.r.write(msg.text);
+          if (msg.end) return relay.r.end(msg.text);
+          relay.r.write(msg.text);
+          if (relay.r.backlog > env.maxQueueBytes) {
+            // its client reads slower than home sends (home cannot see this response's backpressure):
+            // the request is let go and home's queue, bounded like a WebSocket's, takes over
+            relays.delete(msg.rid);
+            relay.r.end('');
+            tryControl(relay.home, { type: 'fb_gone', session: relay.session, rid: msg.rid, from: shardId });
+          }
           return;
         }
         case 'fb_gone': {

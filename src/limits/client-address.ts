@@ -9,6 +9,9 @@
 // trusted proxy. The first untrusted address is the client; entries to its left are the
 // client's to forge and never read. A malformed entry ends the walk at the last trusted hop.
 //
+// A connection on the Unix socket has no address (''): `unix` in the list trusts it as a
+// proxy; otherwise its clients have no address, and no per-address cap applies to them.
+//
 // rate_limiter.api.trust_hops (deprecated) still applies when http.trusted_proxies is
 // empty: the Nth entry from the right of X-Forwarded-For, whoever the peer is.
 
@@ -66,16 +69,19 @@ export function createClientAddress(trusted: readonly string[], trustHops: numbe
     };
   }
   const list = new BlockList();
+  let unix = false;
   for (const entry of trusted) {
     const c = parseCidr(entry);
     if (typeof c === 'string') throw new RangeError(`http.trusted_proxies: ${c}`);
-    if (c.prefix === null) list.addAddress(c.address, c.family);
+    if (c.family === 'unix') unix = true;
+    else if (c.prefix === null) list.addAddress(c.address, c.family);
     else list.addSubnet(c.address, c.prefix, c.family);
   }
   const isTrusted = (a: string) => list.check(a, a.includes(':') ? 'ipv6' : 'ipv4');
   return (peer, h) => {
     let current = normalizeAddress(peer);
-    if (isIP(current) === 0 || !isTrusted(current)) return current;
+    // a peer with no IP address is on the Unix socket: trusted when `unix` is listed
+    if (isIP(current) === 0 ? !unix : !isTrusted(current)) return current;
     const hops = h.forwardedFor !== null && h.forwardedFor.trim() !== '' ? h.forwardedFor.split(',') : h.forwarded !== null ? forwardedHops(h.forwarded) : [];
     for (let i = hops.length - 1; i >= 0; i--) {
       const next = hopAddress(hops[i]);

@@ -109,3 +109,29 @@ t.test('http_fallback config errors name the key and the rule', async (t) => {
   t.throws(() => load({ max_sessions: 0 }), /http_fallback.max_sessions must be a positive integer/);
   t.equal(load({}).http_fallback.path, '/pusher');
 });
+
+t.test('a stream under backpressure is not written to: frames wait in the queue (its bound applies) until it is writable', async (t) => {
+  const { s } = session(4000);
+  let ready = true;
+  let drained: (() => void) | null = null;
+  const a = Object.assign(receiver(true), { ready: () => ready, whenReady: (cb: () => void) => { drained = cb; } });
+  s.attach(a);
+  await tick();
+  ready = false; // uWS reported backpressure on the last write
+  const frame = JSON.stringify({ event: 'e', data: 'x'.repeat(1000) });
+  const before = a.text.length;
+  s.send(frame);
+  s.send(frame);
+  await tick();
+  t.equal(a.text.length, before, 'nothing written while the client has not read');
+  t.ok(s.getBufferedAmount() > 2000, 'the frames count as the session\'s buffered amount (the slow-consumer watch sees them)');
+  t.equal(s.send(frame), 1, 'queued');
+  t.equal(s.send(frame), 2, 'past the queue\'s bound: dropped, as uWS drops for a WebSocket');
+  s.tick(Date.now() + 60_000, 1000, 60_000);
+  t.equal(a.text.length, before, 'no heartbeat either');
+  ready = true;
+  drained!();
+  await tick();
+  t.equal(JSON.parse(a.text.slice(before + 1)).length, 3, 'the three queued frames once writable, in one a line');
+  t.equal(s.getBufferedAmount(), 0);
+});

@@ -70,3 +70,11 @@ t.test('http.trusted_proxies: config and env, and a clear error for a bad entry'
   t.match((err as Error).message, /limits\.max_connections_per_ip/);
   t.throws(() => createClientAddress(['nope'], 0), /http\.trusted_proxies: "nope" is not an IP address/);
 });
+
+t.test('unix: connections on the Unix socket (no peer address) trusted as a proxy', async (t) => {
+  const trusting = createClientAddress(['unix'], 0);
+  t.equal(trusting('', h('203.0.113.5')), '203.0.113.5');
+  t.equal(trusting('10.0.0.1', h('203.0.113.5')), '10.0.0.1', 'an IP peer is not trusted by `unix`');
+  t.equal(createClientAddress(['10.0.0.0/8'], 0)('', h('203.0.113.5')), '', 'without `unix`: no address');
+  t.same(loadConfig({ env: { HTTP_TRUSTED_PROXIES: 'unix,127.0.0.1' }, overrides: { apps: [APP] } }).http.trusted_proxies, ['unix', '127.0.0.1']);
+});
