@@ -95,7 +95,7 @@ export const limits = section({
     defaultDoc: 'one per 32 KiB of the machine\'s memory, at least 1,024',
   }),
   max_connections_per_ip: int(1000, 1, {
-    max: 2 ** 31 - 1, doc: 'WebSockets and HTTP fallback sessions together from one client address (http.trusted_proxies says which), per process; beyond: pusher:error 4100 and close 4100 (WebSocket), 429 (HTTP session).', ours: true,
+    max: 2 ** 31 - 1, doc: 'WebSockets and HTTP fallback sessions together from one client address (http.trusted_proxies says which), per process; beyond: pusher:error 4100 and close 4100 (WebSocket), 429 (HTTP session).', env: 'LIMITS_MAX_CONNECTIONS_PER_IP', ours: true,
   }),
   http_body_bytes_in_flight: int(64 * 1024 * 1024, 1024, { max: 2 ** 40, doc: 'Request-body bytes one shard reads at once (all API requests together); beyond: 503 with Retry-After: 1.', ours: true }),
 }, 'What one client (a socket, an HTTP request) can make one process hold or do (docs/security.md, "Limits and hostile clients").');
