@@ -1,9 +1,11 @@
 // limits/client-address.ts without sockets: which address is the client's for every shape of
 // X-Forwarded-For / Forwarded a proxy (or a client forging them) sends, and
-// http.trusted_proxies' config errors (an entry that is no address or range).
+// http.trusted_proxies' config errors (an entry that is no address or range); and the
+// per-address counts behind limits.max_connections_per_ip, shared by every shard.
 
 import t from 'tap';
 import { ConfigError, loadConfig } from '../../src/config';
+import { ConnectionCounters } from '../../src/channels/counters';
 import { createClientAddress, normalizeAddress } from '../../src/limits/client-address';
 
 const APP = { id: 'a', key: 'k', secret: 's' };
@@ -77,4 +79,21 @@ t.test('unix: connections on the Unix socket (no peer address) trusted as a prox
   t.equal(trusting('10.0.0.1', h('203.0.113.5')), '10.0.0.1', 'an IP peer is not trusted by `unix`');
   t.equal(createClientAddress(['10.0.0.0/8'], 0)('', h('203.0.113.5')), '', 'without `unix`: no address');
   t.same(loadConfig({ env: { HTTP_TRUSTED_PROXIES: 'unix,127.0.0.1' }, overrides: { apps: [APP] } }).http.trusted_proxies, ['unix', '127.0.0.1']);
+});
+
+t.test('the per-address counts (channels/counters.ts): shared memory, one count per address, none for no address', async (t) => {
+  const sab = ConnectionCounters.allocate(2);
+  const a = new ConnectionCounters(sab);
+  const b = new ConnectionCounters(sab); // another shard's view of the same memory
+  t.ok(a.tryAcquireAddress('1.1', '203.0.113.5', 2));
+  t.ok(b.tryAcquireAddress('2.1', '203.0.113.5', 2));
+  t.notOk(a.tryAcquireAddress('1.2', '203.0.113.5', 2), 'the third from the address, whichever shard');
+  t.equal(b.address('203.0.113.5'), 2);
+  t.ok(a.tryAcquireAddress('1.3', '203.0.113.6', 2), 'another address has its own count');
+  b.releaseAddress('2.1');
+  b.releaseAddress('2.1');
+  a.releaseAddress('no-such-socket');
+  t.equal(a.address('203.0.113.5'), 1, 'released once, by the shard that counted it');
+  for (let i = 0; i < 5; i++) t.ok(a.tryAcquireAddress(`1.${10 + i}`, '', 2), 'no address (the Unix socket): never refused');
+  t.equal(a.address(''), 0, 'and not counted');
 });
