@@ -1,6 +1,7 @@
 // fallback/session.ts and fallback/frames.ts without threads or sockets: the session's
 // invariants (one `o`, nothing written twice, no write past pusher-js's 256 KiB reopen
-// point, a poll ended by its first write) and the config keys' errors.
+// point, a poll ended by its first write, nothing written under backpressure), the config
+// keys' errors and the unknown-session throttle.
 
 import t from 'tap';
 import { loadConfig } from '../../src/config';
@@ -8,6 +9,7 @@ import { nativeFanout } from '../../src/channels/fanout';
 import { CLIENT_STREAM_LIMIT, homeShard, parseSendBody } from '../../src/fallback/frames';
 import { createSessionTopics } from '../../src/fallback/hub';
 import { Session, type Receiver } from '../../src/fallback/session';
+import { createUnknownThrottle } from '../../src/fallback/throttle';
 import { newSocketData } from '../../src/ws/connection';
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -134,4 +136,21 @@ t.test('a stream under backpressure is not written to: frames wait in the queue 
   await tick();
   t.equal(JSON.parse(a.text.slice(before + 1)).length, 3, 'the three queued frames once writable, in one a line');
   t.equal(s.getBufferedAmount(), 0);
+});
+
+t.test('the unknown-session throttle: per address, per window, the table bounded', async (t) => {
+  const th = createUnknownThrottle(3, 1000, 4);
+  for (let i = 0; i < 3; i++) {
+    t.equal(th.blocked('a', 0), 0);
+    th.missed('a', 0);
+  }
+  t.equal(th.blocked('a', 10), 1, 'past 3 answers: wait (whole seconds, at least 1)');
+  t.equal(th.blocked('b', 10), 0, 'another address is not throttled');
+  t.equal(th.blocked('a', 1000), 0, 'a new window');
+  for (const ip of ['b', 'c', 'd', 'e', 'f', 'g']) th.missed(ip, 1000);
+  t.equal(th.size, 4, 'at most 4 addresses kept: the oldest windows go first');
+  th.missed('g', 1001);
+  th.missed('g', 1002);
+  t.equal(th.blocked('g', 1003), 1, 'a kept address is still counted');
+  t.equal(th.blocked('b', 1003), 0, 'an evicted one starts again');
 });
