@@ -20,7 +20,7 @@ const keep: Session[] = [];
 gc();
 const before = process.memoryUsage().heapUsed;
 for (let i = 0; i < n; i++) {
-  const s = new Session(`s${i}`, 'app-key', newSocketData(`1.${i}`, null, null), env);
+  const s = new Session(`s${i}`, 'app-key', { ip: '127.0.0.1', ua: '' }, newSocketData(`1.${i}`, null, null), env);
   s.attach(receiver);
   s.subscribe('app-id\0bench');
   keep.push(s);

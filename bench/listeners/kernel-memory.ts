@@ -28,7 +28,7 @@ function rssKiB(): number {
 
 async function main(): Promise<void> {
   const app = { id: 'm', key: 'm-key', secret: 'm-secret' };
-  const server = await start(loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers: Number(values.workers), log: { level: 'error' }, apps: [app] } }));
+  const server = await start(loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers: Number(values.workers), log: { level: 'error' }, limits: { max_connections_per_ip: 2 ** 31 - 1 }, apps: [app] } }));
   const tcp0 = tcpMemPages();
   const slab0 = slabKiB();
   const clients: WebSocket[] = [];

@@ -80,7 +80,9 @@ export function ringcastTarget(workers: number, extra: { env?: Record<string, st
         args: [...(process.env.RINGCAST_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), ...(extra.nodeArgs ?? []),
           path.join(root, 'bin', 'ringcast.js'), 'start', '--config', file],
         cwd: root,
-        env: { ...baseEnv(), ...extra.env },
+        // the load generators' connections come from a few loopback addresses: no per-address
+        // cap (an env var, which a base build without the key ignores)
+        env: { ...baseEnv(), LIMITS_MAX_CONNECTIONS_PER_IP: '2147483647', ...extra.env },
         port,
         tmpDir,
         readyPath: '/up',

@@ -180,13 +180,13 @@ export type ControlMsg =
  */
 export type FallbackMsg =
   /** A receiving request (stream or poll) held by shard `from` as `rid`. */
-  | { type: 'fb_recv'; from: number; rid: number; key: string; session: string; streaming: boolean; origin: string }
+  | { type: 'fb_recv'; from: number; rid: number; key: string; session: string; streaming: boolean; origin: string; ip: string; ua: string }
   /** Home shard → the shard holding request `rid`: status (first write only), text, and whether it ends. */
   | { type: 'fb_out'; rid: number; session: string; status: number; text: string; end: boolean }
   /** The shard holding request `rid` → home shard: the request ended (client abort, shutdown). */
   | { type: 'fb_gone'; session: string; rid: number; from: number }
   /** An xhr_send's frames: answered { status, error }. */
-  | { type: 'fb_send'; req: number; from: number; key: string; session: string; frames: string[] };
+  | { type: 'fb_send'; req: number; from: number; key: string; session: string; frames: string[]; ip: string; ua: string };
 
 /** A webhook event as sent to receivers (the fields of PROTOCOL.md "Webhooks"; src/webhooks/events.ts). */
 export type WebhookEvent =

@@ -70,7 +70,7 @@ export const rateLimiter = section({
   api: section({
     max_requests: intOrNull(null, 1, { doc: 'Requests per window and client IP on the HTTP API; null = off.', env: 'RATE_LIMITER_API_MAX_REQUESTS' }),
     window_seconds: int(60, 1, { doc: 'Window length (s).', env: 'RATE_LIMITER_API_WINDOW_SECONDS' }),
-    trust_hops: int(0, 0, { max: 32, doc: 'Proxies trusted for X-Forwarded-For.', env: 'RATE_LIMITER_API_TRUST_HOPS' }),
+    trust_hops: int(0, 0, { max: 32, doc: 'Deprecated: use http.trusted_proxies. While that list is empty, N > 0 takes the client address from the Nth X-Forwarded-For entry from the right, whoever the peer is.', env: 'RATE_LIMITER_API_TRUST_HOPS' }),
   }, 'Optional per-IP window on the HTTP API.'),
   websocket: section({
     max_requests: intOrNull(null, 1, { doc: 'Frames per window and connection; over it: pusher:error 4301, frame dropped; null = off.', env: 'RATE_LIMITER_WS_MAX_REQUESTS' }),

@@ -16,6 +16,7 @@
 // `"h:7000"` → {host, port}, `""` → null, -1 → null); `StaticDecode` gives those types.
 
 import { FormatRegistry, Type, type TProperties, type TSchema, type TUnsafe } from '@sinclair/typebox';
+import { parseCidr } from './cidr';
 import { parseHostPort, parseOctalMode } from './checker';
 
 export interface Doc {
@@ -101,6 +102,12 @@ export function strList(def: string[], d: Doc) {
   return Type.Array(Type.String({ pattern: '\\S', 'x-rule': 'must be a list of non-empty strings', 'x-at-parent': true }), { default: def, ...meta(d) });
 }
 
+/** A list of IP addresses and CIDR ranges, and `unix` (http.trusted_proxies). */
+export function cidrList(d: Doc) {
+  const rule = 'must be a list of IP addresses or CIDR ranges such as 10.0.0.0/8, 192.168.1.10 or fd00::/8 (or unix)';
+  return Type.Array(Type.String({ format: 'ringcast-cidr', 'x-rule': rule, 'x-at-parent': true }), { default: [], ...meta({ rule, ...d }) });
+}
+
 /** "host:port" ("[::1]:7000" for IPv6), as parseHostPort reads it. */
 const HOST_PORT = '^\\s*(?:\\[[^\\]]+\\]|[^:\\s]+):\\d{1,5}\\s*$';
 
@@ -133,6 +140,7 @@ export function section<T extends TProperties>(props: T, doc: string) {
 }
 
 /** The checks a pattern cannot make (the JSON Schema keeps the pattern, editors skip the format). */
+FormatRegistry.Set('ringcast-cidr', (s) => typeof parseCidr(s) !== 'string');
 FormatRegistry.Set('ringcast-http-url', (s) => s === '' || httpUrl(s, ['http:', 'https:']));
 FormatRegistry.Set('ringcast-webhook-url', (s) => /^lambda:\/\/\S+$/.test(s) || (/^https?:\/\//i.test(s) && httpUrl(s, ['http:', 'https:'])));
 

@@ -4,7 +4,7 @@
 
 import { availableParallelism, totalmem } from 'node:os';
 import { Type } from '@sinclair/typebox';
-import { bool, fileMode, int, intOrNull, meta, oneOf, port, section, str, strList, text } from './schema-kit';
+import { bool, cidrList, fileMode, int, intOrNull, meta, oneOf, port, section, str, strList, text } from './schema-kit';
 import { MAX_WORKERS } from './constants';
 
 /** Memory per connection the derived default of limits.max_connections reserves. */
@@ -78,7 +78,11 @@ export const bus = section({
 
 export const http = section({
   request_limit_in_mb: int(10, 1, { doc: 'Largest API request body (MB); bigger: 413.', env: 'HTTP_API_REQUEST_LIMIT_IN_MB' }),
-}, 'The HTTP API.');
+  trusted_proxies: cidrList({
+    doc: 'Peers (IP addresses, CIDR ranges; `unix`: the Unix socket\'s) whose X-Forwarded-For (else Forwarded: for=) names the client: the rightmost address that is not one of them is the client address of WebSockets, HTTP sessions, the API\'s per-IP window, hooks, the console\'s login throttle and logs. [] = no proxy trusted, the peer is the client (docs/security.md).',
+    env: 'HTTP_TRUSTED_PROXIES', ours: true,
+  }),
+}, 'The HTTP API, and every listener\'s client addresses.');
 
 export const limits = section({
   max_subscriptions_per_connection: int(1000, 1, { max: 10_000_000, doc: 'Channels one connection may be subscribed to at once; beyond: pusher:subscription_error LimitReached (status 4100), the connection kept.', ours: true }),
@@ -90,6 +94,9 @@ export const limits = section({
   max_connections: int(Math.max(1024, Math.floor(totalmem() / BYTES_PER_CONNECTION)), 1, {
     max: 2 ** 31 - 1, doc: 'WebSocket connections this process accepts (all apps, all shards); beyond: pusher:error 4100 "Over capacity" and close 4100.', ours: true,
     defaultDoc: 'one per 32 KiB of the machine\'s memory, at least 1,024',
+  }),
+  max_connections_per_ip: int(1000, 1, {
+    max: 2 ** 31 - 1, doc: 'WebSockets and HTTP fallback sessions together from one client address (http.trusted_proxies says which), per process; beyond: pusher:error 4100 and close 4100 (WebSocket), 429 (HTTP session).', env: 'LIMITS_MAX_CONNECTIONS_PER_IP', ours: true,
   }),
   http_body_bytes_in_flight: int(64 * 1024 * 1024, 1024, { max: 2 ** 40, doc: 'Request-body bytes one shard reads at once (all API requests together); beyond: 503 with Retry-After: 1.', ours: true }),
 }, 'What one client (a socket, an HTTP request) can make one process hold or do (docs/security.md, "Limits and hostile clients").');

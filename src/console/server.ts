@@ -17,6 +17,7 @@
 // client address (console/throttle.ts: 429 + Retry-After). Plain HTML and JavaScript from
 // the package, no build.
 
+import type { ClientAddress } from '../limits/client-address';
 import { readFileSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import path from 'node:path';
@@ -42,6 +43,8 @@ export interface ConsoleDeps {
   throttle: { maxFailures: number; windowSeconds: number; maxAddresses: number };
   /** console.max_streams */
   maxStreams: number;
+  /** The client address of a request (http.trusted_proxies: limits/client-address.ts); the throttle counts per client address. */
+  clientAddress?: ClientAddress;
   /** console.stream_max_buffered_kb in bytes. */
   streamMaxBufferedBytes: number;
   metrics: MetricsSink;
@@ -228,7 +231,9 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
       res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': f.type }).end(req.method === 'HEAD' ? undefined : f.body);
       return;
     }
-    const addr = req.socket.remoteAddress ?? '';
+    const peer = req.socket.remoteAddress ?? '';
+    const header = (h: string | string[] | undefined) => (Array.isArray(h) ? h.join(',') : h ?? null);
+    const addr = deps.clientAddress ? deps.clientAddress(peer, { forwardedFor: header(req.headers['x-forwarded-for']), forwarded: header(req.headers.forwarded) }) : peer;
     const wait = throttle.blocked(addr);
     if (wait > 0) return tooMany(req, res, wait);
     const r = login(req, deps.login, deps.apps());

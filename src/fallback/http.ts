@@ -1,6 +1,7 @@
 // The uWS side of the fallback endpoints: a receiving request as a Receiver (status and
-// headers on the first write, every write corked, nothing after the client aborted), and
-// the CORS headers of an app's allowed_origins.
+// headers on the first write, every write corked, nothing after the client aborted, not
+// ready while uWS holds a write the client has not read), and the CORS headers of an
+// app's allowed_origins.
 
 import type { HttpResponse } from 'uWebSockets.js';
 import type { AppRegistry } from '../apps/registry';
@@ -34,6 +35,9 @@ export class HttpReceiver implements Receiver {
   private done = false;
   /** When something was last written (relayed requests: a silent home shard is noticed). */
   lastOut: number;
+  /** Characters written since uWS last reported backpressure (0: none; relayed requests are bounded by it). */
+  backlog = 0;
+  private drained: (() => void) | null = null;
 
   constructor(private readonly res: HttpResponse, readonly streaming: boolean, private readonly cors: Readonly<Record<string, string>>, onGone: () => void) {
     this.lastOut = Date.now();
@@ -51,10 +55,29 @@ export class HttpReceiver implements Receiver {
   write(text: string): void {
     if (this.done) return;
     this.lastOut = Date.now();
+    let through = true;
     this.res.cork(() => {
       this.head();
-      this.res.write(text);
+      through = this.res.write(text);
     });
+    if (through && this.backlog === 0) return;
+    this.backlog += text.length;
+    if (this.backlog !== text.length) return; // onWritable registered already
+    this.res.onWritable(() => {
+      this.backlog = 0;
+      const cb = this.drained;
+      this.drained = null;
+      cb?.();
+      return true;
+    });
+  }
+
+  ready(): boolean {
+    return this.backlog === 0;
+  }
+
+  whenReady(cb: () => void): void {
+    this.drained = cb;
   }
 
   end(text: string): void {

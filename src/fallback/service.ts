@@ -11,22 +11,29 @@
 //            RemoteReceiver that writes fb_out frames back; an abort there sends fb_gone.
 //   send     the accepting shard reads and checks the body, then asks home (fb_send) and
 //            answers with home's status.
+//
+// A session answers only the client that opened it (app key, client address, User-Agent);
+// any other request naming it gets the answer of an id that does not exist, and those
+// answers are throttled per address (fallback/throttle.ts) on the shard that accepted them.
 
 import type { Logger } from 'pino';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { AppRegistry } from '../apps/registry';
 import type { FallbackMsg, RequestBody } from '../bus/messages';
+import type { ConnectionCounters } from '../channels/counters';
 import type { Config } from '../config/types';
 import { openBody } from '../http/body';
 import { jsonError, writeResponse } from '../http/request';
 import { createBodyBudget } from '../limits/body-budget';
+import { clientAddressOf } from '../limits/client-address';
 import type { BoundCounter, MetricsSink } from '../metrics/types';
 import { originAllowed } from '../protocol/origin';
 import { newSocketData, refusalOf, type ConnectionHandlers } from '../ws/connection';
 import { close, homeShard, parseSendBody, validSessionId, type Transport } from './frames';
 import { corsFor, HttpReceiver } from './http';
 import type { SessionTopics } from './hub';
-import { Session, type Receiver } from './session';
+import { Session, type Peer, type Receiver } from './session';
+import { createUnknownThrottle } from './throttle';
 
 export interface FallbackDeps {
   config: Config;
@@ -34,6 +41,10 @@ export interface FallbackDeps {
   shardId: number;
   shards: number;
   handlers: ConnectionHandlers;
+  /** The shard's connection counters (limits.max_connections_per_ip). */
+  counters: ConnectionCounters;
+  /** Backend hooks: what a hook sees of a session's client (hooks/connection.ts). */
+  hooks?: { upgrade(socketId: string, info: { ip: string; origin: string | null; user_agent: string | null }): void };
   topics: SessionTopics;
   bus: {
     /** Throws when the ring and its spill queue are full. */
@@ -61,6 +72,8 @@ export interface Fallback {
 type Outcome = { status: number; error: string } | null;
 type SendReply = { status: number; error: string };
 
+const decoder = new TextDecoder();
+
 /** Largest xhr_send body: an escaped frame of websocket.max_payload_kb takes up to ~2× its size, plus the array. */
 const bodyLimit = (config: Config) => config.websocket.max_payload_kb * 1024 * 2 + 64;
 
@@ -73,6 +86,9 @@ export function createFallback(deps: FallbackDeps): Fallback {
   const limit = bodyLimit(config);
   // xhr_send bodies of this shard's requests in flight, bounded like the API's (limits.http_body_bytes_in_flight)
   const bodyBudget = createBodyBudget(config.limits.http_body_bytes_in_flight);
+  const clientAddress = clientAddressOf(config);
+  const perIp = config.limits.max_connections_per_ip;
+  const unknownThrottle = createUnknownThrottle();
 
   /** Sessions of this shard, open or closed within the grace period (their `c` answers a late request). */
   const sessions = new Map<string, Session>();
@@ -81,7 +97,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
   /** Home side: receivers of requests held by other shards, by `from:rid`. */
   const remote = new Map<string, { r: Receiver; session: string }>();
   /** Relay side: requests this shard holds for other shards' sessions. */
-  const relays = new Map<number, { r: HttpReceiver; home: number; session: string }>();
+  const relays = new Map<number, { r: HttpReceiver; home: number; session: string; ip: string }>();
   // random start: a restarted shard's ids do not meet the ones its predecessor handed out
   let ridSeq = Math.floor(Math.random() * 2 ** 30);
 
@@ -108,17 +124,26 @@ export function createFallback(deps: FallbackDeps): Fallback {
     },
   };
 
+  /** The answer to a request naming a session that is not its client's, or that does not exist. */
+  const unknown = (id: string): SendReply => ({ status: 404, error: `Unknown session ${id}` });
+
   /** Home side: a receiving request for session `id` of app `key`. */
-  function receive(key: string, id: string, origin: string | null, r: Receiver): Outcome {
+  function receive(key: string, id: string, origin: string | null, peer: Peer, r: Receiver): Outcome {
     const s = sessions.get(id);
     if (s !== undefined) {
-      if (s.appKey !== key) return { status: 403, error: `Session ${id} belongs to another app key` };
+      if (!s.owns(key, peer)) return unknown(id);
       s.attach(r);
       return null;
     }
     if (active.size >= maxHere) return { status: 503, error: `Too many HTTP fallback sessions (http_fallback.max_sessions ${fb.max_sessions})` };
     const { app, refuse } = refusalOf(apps, key, origin);
-    const session = new Session(id, key, newSocketData(deps.nextSocketId(), app, refuse), env);
+    const data = newSocketData(deps.nextSocketId(), app, refuse);
+    if (refuse === null && !deps.counters.tryAcquireAddress(data.id, peer.ip, perIp)) {
+      deps.metrics.inc('connections_refused_per_ip_total', { transport: 'http' });
+      return { status: 429, error: `Too many connections from this address: at most ${perIp} WebSockets and HTTP sessions together (limits.max_connections_per_ip)` };
+    }
+    if (refuse === null && app!.hooks !== null) deps.hooks?.upgrade(data.id, { ip: peer.ip, origin, user_agent: peer.ua === '' ? null : peer.ua });
+    const session = new Session(id, key, peer, data, env);
     sessions.set(id, session);
     session.attach(r);
     handlers.open(session); // connection_established, or the refusal and c[code]
@@ -131,10 +156,9 @@ export function createFallback(deps: FallbackDeps): Fallback {
   }
 
   /** Home side: an xhr_send's frames. */
-  function send(key: string, id: string, frames: string[]): SendReply {
+  function send(key: string, id: string, peer: Peer, frames: string[]): SendReply {
     const s = sessions.get(id);
-    if (s === undefined || s.closing !== null) return { status: 404, error: `Unknown session ${id}` };
-    if (s.appKey !== key) return { status: 403, error: `Session ${id} belongs to another app key` };
+    if (s === undefined || s.closing !== null || !s.owns(key, peer)) return unknown(id);
     s.receive(frames);
     return { status: 204, error: '' };
   }
@@ -164,12 +188,24 @@ export function createFallback(deps: FallbackDeps): Fallback {
     return r;
   }
 
-  function params(req: HttpRequest): { key: string; server: string; id: string; origin: string | null } {
+  function params(res: HttpResponse, req: HttpRequest): { key: string; server: string; id: string; origin: string | null; peer: Peer } {
     let key = req.getParameter(0) ?? '';
     try {
       key = decodeURIComponent(key);
     } catch { /* kept raw: it matches no app */ }
-    return { key, server: req.getParameter(1) ?? '', id: req.getParameter(2) ?? '', origin: req.getHeader('origin') || null };
+    const ip = clientAddress(decoder.decode(res.getRemoteAddressAsText()), { forwardedFor: req.getHeader('x-forwarded-for') || null, forwarded: req.getHeader('forwarded') || null });
+    return { key, server: req.getParameter(1) ?? '', id: req.getParameter(2) ?? '', origin: req.getHeader('origin') || null, peer: { ip, ua: req.getHeader('user-agent') } };
+  }
+
+  /** The 429 of an address past its unknown-session answers, or null. */
+  function throttled(ip: string): SendReply | null {
+    const wait = unknownThrottle.blocked(ip, Date.now());
+    return wait === 0 ? null : { status: 429, error: `Too many requests for unknown HTTP sessions from this address: retry in ${wait} s` };
+  }
+
+  /** Counts an unknown-session answer against the address. */
+  function noted(ip: string, status: number): void {
+    if (status === 404) unknownThrottle.missed(ip, Date.now());
   }
 
   function refuse(res: HttpResponse, transport: Transport | 'options', status: number, error: string, cors: Record<string, string>, inCallback: boolean): void {
@@ -180,14 +216,17 @@ export function createFallback(deps: FallbackDeps): Fallback {
   function onReceive(res: HttpResponse, req: HttpRequest, streaming: boolean): void {
     const transport: Transport = streaming ? 'xhr_streaming' : 'xhr';
     counted(transport).inc();
-    const { key, id, origin } = params(req);
+    const { key, id, origin, peer } = params(res, req);
     const cors = corsFor(apps, key, origin);
     if (!validSessionId(id)) return refuse(res, transport, 400, 'Malformed session id: 1 to 64 of A-Z a-z 0-9 _ -', cors, true);
+    const over = throttled(peer.ip);
+    if (over !== null) return refuse(res, transport, over.status, over.error, cors, true);
     const home = homeShard(id, shards);
     if (home === shardId) {
       const r = new HttpReceiver(res, streaming, cors, () => sessions.get(id)?.detach(r));
-      const bad = receive(key, id, origin, r);
+      const bad = receive(key, id, origin, peer, r);
       if (bad !== null) {
+        noted(peer.ip, bad.status);
         failed(transport, bad.status);
         r.fail(bad.status, bad.error);
       }
@@ -198,8 +237,8 @@ export function createFallback(deps: FallbackDeps): Fallback {
       relays.delete(rid);
       tryControl(home, { type: 'fb_gone', session: id, rid, from: shardId });
     });
-    relays.set(rid, { r, home, session: id });
-    if (!tryControl(home, { type: 'fb_recv', from: shardId, rid, key, session: id, streaming, origin: origin ?? '' })) {
+    relays.set(rid, { r, home, session: id, ip: peer.ip });
+    if (!tryControl(home, { type: 'fb_recv', from: shardId, rid, key, session: id, streaming, origin: origin ?? '', ip: peer.ip, ua: peer.ua })) {
       relays.delete(rid);
       failed(transport, 503);
       r.fail(503, 'Server busy: try again');
@@ -208,15 +247,18 @@ export function createFallback(deps: FallbackDeps): Fallback {
 
   function onSend(res: HttpResponse, req: HttpRequest): void {
     counted('xhr_send').inc();
-    const { key, id, origin } = params(req);
+    const { key, id, origin, peer } = params(res, req);
     const cors = corsFor(apps, key, origin);
     const state = { aborted: false };
     const answer = (reply: SendReply, inCallback: boolean) => {
+      noted(peer.ip, reply.status);
       if (state.aborted) return;
       if (reply.status !== 204) return refuse(res, 'xhr_send', reply.status, reply.error, cors, inCallback);
       writeResponse(res, { status: 204, body: null }, cors, false, inCallback);
     };
     if (!validSessionId(id)) return answer({ status: 400, error: 'Malformed session id: 1 to 64 of A-Z a-z 0-9 _ -' }, true);
+    const over = throttled(peer.ip);
+    if (over !== null) return answer(over, true);
     const lengthHeader = req.getHeader('content-length');
     const reader = openBody(res, { limit, answerEarly: true, contentLength: lengthHeader === '' ? null : Number(lengthHeader), budget: bodyBudget });
     res.onAborted(() => {
@@ -229,8 +271,8 @@ export function createFallback(deps: FallbackDeps): Fallback {
       const parsed = parseSendBody(body.toString());
       if ('status' in parsed) return answer(parsed, true);
       const home = homeShard(id, shards);
-      if (home === shardId) return answer(send(key, id, parsed.frames), true);
-      deps.bus.request<SendReply>(home, { type: 'fb_send', key, session: id, frames: parsed.frames }).then(
+      if (home === shardId) return answer(send(key, id, peer, parsed.frames), true);
+      deps.bus.request<SendReply>(home, { type: 'fb_send', key, session: id, frames: parsed.frames, ip: peer.ip, ua: peer.ua }).then(
         (reply) => answer(reply, false),
         (err: unknown) => {
           log.warn({ err, home }, 'HTTP fallback: xhr_send not relayed');
@@ -242,7 +284,11 @@ export function createFallback(deps: FallbackDeps): Fallback {
 
   function onOptions(res: HttpResponse, req: HttpRequest): void {
     counted('options').inc();
-    const { key, origin } = params(req);
+    let key = req.getParameter(0) ?? '';
+    try {
+      key = decodeURIComponent(key);
+    } catch { /* kept raw: it matches no app */ }
+    const origin = req.getHeader('origin') || null;
     const app = apps.byKey(key);
     const allowHeaders = req.getHeader('access-control-request-headers') || 'Content-Type';
     if (origin !== null && app !== undefined && !originAllowed(origin, app.allowed_origins)) {
@@ -270,7 +316,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
       switch (msg.type) {
         case 'fb_recv': {
           const r = remoteReceiver(msg.from, msg.rid, msg.session, msg.streaming);
-          const bad = receive(msg.key, msg.session, msg.origin === '' ? null : msg.origin, r);
+          const bad = receive(msg.key, msg.session, msg.origin === '' ? null : msg.origin, { ip: msg.ip, ua: msg.ua }, r);
           if (bad === null) return;
           remote.delete(`${msg.from}:${msg.rid}`);
           tryControl(msg.from, { type: 'fb_out', rid: msg.rid, session: msg.session, status: bad.status, text: bad.error, end: true });
@@ -281,11 +327,19 @@ export function createFallback(deps: FallbackDeps): Fallback {
           if (relay === undefined || relay.session !== msg.session || relay.home !== from) return; // aborted meanwhile
           if (msg.end) relays.delete(msg.rid);
           if (msg.status !== 200) {
+            noted(relay.ip, msg.status);
             failed(relay.r.streaming ? 'xhr_streaming' : 'xhr', msg.status);
             return relay.r.fail(msg.status, msg.text);
           }
-          if (msg.end) relay.r.end(msg.text);
-          else relay.r.write(msg.text);
+          if (msg.end) return relay.r.end(msg.text);
+          relay.r.write(msg.text);
+          if (relay.r.backlog > env.maxQueueBytes) {
+            // its client reads slower than home sends (home cannot see this response's backpressure):
+            // the request is let go and home's queue, bounded like a WebSocket's, takes over
+            relays.delete(msg.rid);
+            relay.r.end('');
+            tryControl(relay.home, { type: 'fb_gone', session: relay.session, rid: msg.rid, from: shardId });
+          }
           return;
         }
         case 'fb_gone': {
@@ -298,7 +352,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
         }
         case 'fb_send':
           try {
-            deps.bus.reply(msg.from, msg.req, send(msg.key, msg.session, msg.frames));
+            deps.bus.reply(msg.from, msg.req, send(msg.key, msg.session, { ip: msg.ip, ua: msg.ua }, msg.frames));
           } catch (err) {
             log.warn({ err, to: msg.from }, 'HTTP fallback: xhr_send answer not relayed (the sender answers 503 at its timeout)');
           }

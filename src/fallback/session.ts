@@ -12,8 +12,10 @@
 //      in that same HTTP session, so whatever is queued after the limit waits for the new request
 //      (a write after it could be in flight when the client aborts, and lost).
 //   4. A poll is answered (ended) by the first write.
-//   5. Without a receiving request the queue grows up to `maxQueueBytes`, as a WebSocket's
-//      uWS buffer does up to maxBackpressure (ws/backpressure.ts watches both alike).
+//   5. Without a receiving request, or while its response is under backpressure (the
+//      client reads slower than it is sent to), the queue grows up to `maxQueueBytes`, as a
+//      WebSocket's uWS buffer does up to maxBackpressure (ws/backpressure.ts watches both
+//      alike); nothing more is written to a response until uWS says it is writable again.
 
 import type { Fanout } from '../channels/fanout';
 import type { RecognizedString } from 'uWebSockets.js';
@@ -34,6 +36,18 @@ export interface Receiver {
   write(text: string): void;
   /** Writes text ('' for none) and ends the response. */
   end(text: string): void;
+  /** False while the response's last write is not through (backpressure); absent: always ready. */
+  ready?(): boolean;
+  /** `cb` once the response is writable again (one at a time). */
+  whenReady?(cb: () => void): void;
+}
+
+/** The client that opened a session: only its requests reach the session (fallback/service.ts). */
+export interface Peer {
+  /** Client address (limits/client-address.ts). */
+  ip: string;
+  /** User-Agent header, '' when absent. */
+  ua: string;
 }
 
 export interface SessionEnv {
@@ -70,9 +84,14 @@ export class Session implements Socket {
   /** Set once the session ended: the text a later receiving request is answered with. */
   closing: string | null = null;
 
-  constructor(readonly sessionId: string, readonly appKey: string, private readonly data: SocketData, private readonly env: SessionEnv) {
+  constructor(readonly sessionId: string, readonly appKey: string, readonly peer: Peer, private readonly data: SocketData, private readonly env: SessionEnv) {
     this.lastWrite = env.now();
     this.detachedAt = this.lastWrite;
+  }
+
+  /** Whether a request of app `key` from `peer` is this session's client's. */
+  owns(key: string, peer: Peer): boolean {
+    return key === this.appKey && peer.ip === this.peer.ip && peer.ua === this.peer.ua;
   }
 
   get transport(): 'xhr_streaming' | 'xhr' | null {
@@ -123,6 +142,7 @@ export class Session implements Socket {
     }
     if (now - this.lastWrite < intervalMs) return;
     if (this.receiver.streaming && this.written > CLIENT_STREAM_LIMIT) return; // waiting for the reopen
+    if (this.receiver.ready?.() === false) return; // what is in flight keeps it alive
     this.writeOut(HEARTBEAT);
   }
 
@@ -236,6 +256,7 @@ export class Session implements Socket {
     const r = this.receiver;
     if (r === null || this.closing !== null) return;
     if (r.streaming && this.written > CLIENT_STREAM_LIMIT) return; // invariant 3
+    if (r.ready?.() === false) return r.whenReady!(() => this.scheduleFlush()); // invariant 5
     const text = this.takePrefix() + this.takeQueue();
     if (text.length > 0) this.writeOut(text);
   }

@@ -17,6 +17,7 @@
 // throws RateLimiterUnavailable, which router.ts turns into 503.
 
 import type { AppConfig } from '../config/types';
+import { clientAddressOf } from '../limits/client-address';
 import { limitKey, type Decision } from '../ratelimit/types';
 import type { ApiDeps } from './deps';
 import { then, type MaybePromise } from './maybe';
@@ -27,16 +28,13 @@ export type LimitType = 'api' | 'ip' | 'backend_events';
 type LimitDeps = Pick<ApiDeps, 'config' | 'limiter' | 'metrics'>;
 
 /**
- * The client address: the socket's, or with `trustHops` = N > 0 the Nth address from the
- * right of X-Forwarded-For (each trusted proxy appends the address it saw; with fewer
- * entries than N, the leftmost). 0: the header is ignored (it is the client's to forge).
+ * The client address (limits/client-address.ts): the socket's, or, from a peer in
+ * http.trusted_proxies, the rightmost untrusted X-Forwarded-For / Forwarded hop; with
+ * trusted_proxies empty, the deprecated rate_limiter.api.trust_hops = N still takes the Nth
+ * X-Forwarded-For entry from the right.
  */
-export function clientIp(req: Pick<ApiRequest, 'ip' | 'headers'>, trustHops: number): string {
-  const xff = req.headers.forwardedFor;
-  if (trustHops <= 0 || !xff) return req.ip;
-  const parts = xff.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
-  if (parts.length === 0) return req.ip;
-  return parts[Math.max(0, parts.length - trustHops)];
+export function clientIp(req: Pick<ApiRequest, 'ip' | 'headers'>, config: Parameters<typeof clientAddressOf>[0]): string {
+  return clientAddressOf(config)(req.ip, req.headers);
 }
 
 export function rateLimitHeaders(d: Decision): Record<string, string> {
@@ -58,9 +56,9 @@ function tooMany(deps: LimitDeps, app: AppConfig, type: LimitType, d: Decision, 
 
 /** Step 1: the per-IP window; a 429 or null (allowed, or not configured). */
 export function limitIp(deps: LimitDeps, app: AppConfig, req: ApiRequest): MaybePromise<ApiResponse | null> {
-  const { max_requests: max, window_seconds: win, trust_hops: hops } = deps.config.rate_limiter.api;
+  const { max_requests: max, window_seconds: win } = deps.config.rate_limiter.api;
   if (max === null || deps.limiter.driver === 'none') return null;
-  return then(deps.limiter.window(limitKey.ip(clientIp(req, hops)), max, win), (d) =>
+  return then(deps.limiter.window(limitKey.ip(clientIp(req, deps.config)), max, win), (d) =>
     d.allowed ? null : tooMany(deps, app, 'ip', d, `Too many requests from this address: at most ${max} per ${win} s`));
 }
 

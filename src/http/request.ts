@@ -9,7 +9,7 @@ export interface ApiRequest {
   path: string;
   query: string;
   params: string[];
-  headers: { authorization: string | null; origin: string | null; contentLength: number | null; forwardedFor: string | null; connectionClose: boolean };
+  headers: { authorization: string | null; origin: string | null; contentLength: number | null; forwardedFor: string | null; forwarded: string | null; connectionClose: boolean };
   ip: string;
   body: Buffer;
 }
@@ -49,6 +49,7 @@ const H_AUTHORIZATION = Buffer.from('authorization');
 const H_ORIGIN = Buffer.from('origin');
 const H_CONTENT_LENGTH = Buffer.from('content-length');
 const H_FORWARDED_FOR = Buffer.from('x-forwarded-for');
+const H_FORWARDED = Buffer.from('forwarded');
 const H_CONNECTION = Buffer.from('connection');
 const CONTENT_TYPE = Buffer.from('Content-Type');
 const APPLICATION_JSON = Buffer.from('application/json');
@@ -100,6 +101,7 @@ export function captureRequest(res: HttpResponse, req: HttpRequest, method: 'GET
       origin: req.getHeader(H_ORIGIN) || null,
       contentLength: cl === '' ? null : Number(cl),
       forwardedFor: withIp ? req.getHeader(H_FORWARDED_FOR) || null : null,
+      forwarded: withIp ? req.getHeader(H_FORWARDED) || null : null,
       connectionClose: method === 'POST' && /(^|,)\s*close\s*($|,)/i.test(req.getHeader(H_CONNECTION)),
     },
     ip: withIp ? decoder.decode(res.getRemoteAddressAsText()) : '',

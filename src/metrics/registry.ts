@@ -23,6 +23,7 @@ interface Def { help: string; labels: string[] }
 const COUNTERS: Record<CounterName, Def> = {
   connections_total: { help: 'WebSocket connections opened (accepted)', labels: ['app_id'] },
   connection_errors_total: { help: 'WebSocket connections refused or closed by the server for an error', labels: ['app_id', 'reason'] },
+  connections_refused_per_ip_total: { help: 'WebSockets and HTTP fallback sessions refused by limits.max_connections_per_ip', labels: ['transport'] },
   channel_subscriptions_total: { help: 'Successful channel subscriptions', labels: ['app_id', 'channel_type'] },
   channel_subscription_errors_total: { help: 'Refused channel subscriptions (reason: the subscription_error type)', labels: ['app_id', 'reason'] },
   messages_sent_total: { help: 'Messages handed to client sockets (event: protocol event name, client-event or api-event)', labels: ['app_id', 'event'] },

@@ -5,6 +5,8 @@
 
 export type CounterName =
   | 'connections_total' | 'connection_errors_total'
+  /** ours: WebSockets and HTTP sessions refused by limits.max_connections_per_ip (transport ws / http) */
+  | 'connections_refused_per_ip_total'
   | 'channel_subscriptions_total' | 'channel_subscription_errors_total'
   | 'messages_sent_total' | 'messages_received_total' | 'message_send_errors_total'
   | 'message_bytes_sent_total' | 'message_bytes_received_total'

@@ -5,6 +5,7 @@
 // it as it does a shard's API publish (history/owner.ts); its history is read from that
 // owner (hist_page) and answered as the REST history route does (history/rest.ts).
 
+import { clientAddressOf } from '../limits/client-address';
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus';
 import type { PrimaryEndpoint } from '../channels/bridge';
@@ -49,6 +50,7 @@ export function openConsole(w: ConsoleWiring): Promise<ConsoleServer> {
     login: { token: cc.token, allowAppSecret: cc.allow_app_secret },
     throttle: { maxFailures: cc.login_max_failures, windowSeconds: cc.login_window, maxAddresses: cc.login_max_addresses },
     maxStreams: cc.max_streams,
+    clientAddress: clientAddressOf(w.config),
     streamMaxBufferedBytes: cc.stream_max_buffered_kb * 1024,
     apps,
     connections: (id) => (w.base.appSlots[id] === undefined ? 0 : counts.get(w.base.appSlots[id])),

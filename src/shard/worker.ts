@@ -83,7 +83,7 @@ if (init.testHooks) {
 uws.ws('/app/:key', behavior);
 // HTTP fallback sessions (fallback/): the same connection handlers as the WebSockets.
 ctx.fallback = ctx.topics && createFallback({
-  config, apps: ctx.apps, shardId, shards: ctx.shards, handlers: behavior, topics: ctx.topics, bus,
+  config, apps: ctx.apps, shardId, shards: ctx.shards, handlers: behavior, counters: ctx.counters, hooks: hooks.ws, topics: ctx.topics, bus,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`, metrics: ctx.metrics, log: logOf('fallback'),
 });
 ctx.fallback?.register(uws);

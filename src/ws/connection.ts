@@ -17,7 +17,7 @@ import type { Socket, SocketData } from './types';
 import type { AppConfig } from '../config/types';
 import type { AppRegistry } from '../apps/registry';
 import { sendFrame } from './send';
-import { clientIp } from '../http/ratelimit';
+import { clientAddressOf } from '../limits/client-address';
 
 const decoder = new TextDecoder();
 
@@ -115,6 +115,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
   const meters = metersFor(deps.metrics);
   const signin = createSignin(deps);
   const limits = createWsLimits(deps);
+  const clientAddress = clientAddressOf(config);
   deps.hooks?.resume((ws, d, text) => onFrame(ws, d, text, Date.now()));
   const activityMs = config.websocket.activity_timeout * 1000;
   const pongMs = config.websocket.pong_timeout * 1000;
@@ -212,10 +213,11 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     } catch { /* keep raw: it will not match an app */ }
     const { app, refuse } = refusalOf(apps, key, originHeader.length > 0 ? originHeader : null);
     const data = newSocketData(deps.nextSocketId(), app, refuse);
-    if (!refuse && app!.hooks !== null && deps.hooks) {
+    const ip = clientAddress(decoder.decode(res.getRemoteAddressAsText()), { forwardedFor: req.getHeader('x-forwarded-for') || null, forwarded: req.getHeader('forwarded') || null });
+    // limits.max_connections_per_ip: counted here (the address is known only now), refused at open like the other limits
+    if (!refuse) data.refuse = limits.admitAddress(data.id, ip);
+    if (!data.refuse && app!.hooks !== null && deps.hooks) {
       // what a hook sees of the connection (hooks/connection.ts); req is gone after the upgrade
-      const forwardedFor = req.getHeader('x-forwarded-for') || null;
-      const ip = clientIp({ ip: decoder.decode(res.getRemoteAddressAsText()), headers: { authorization: null, origin: null, contentLength: null, forwardedFor, connectionClose: false } }, config.rate_limiter.api.trust_hops);
       deps.hooks.upgrade(data.id, { ip, origin: originHeader.length > 0 ? originHeader : null, user_agent: req.getHeader('user-agent') || null });
     }
     res.upgrade(data, secKey, proto, ext, context);
@@ -302,6 +304,7 @@ export function createWsBehavior(deps: WsDeps): WebSocketBehavior<SocketData> & 
     close(ws: Socket) {
       const d = ws.getUserData();
       d.closed = true;
+      counters.releaseAddress(d.id);
       deps.hooks?.closed(d);
       deps.backpressure.closed(d);
       if (d.counted < 0) return;

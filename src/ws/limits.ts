@@ -16,14 +16,20 @@ export interface WsLimits {
   overBudget(ws: Socket, d: SocketData, now: number): boolean;
   /** Takes a slot of limits.max_connections; the refusal when the process is full. */
   admit(): { code: number; message: string } | null;
+  /**
+   * Counts connection `socketId` against its client address (limits.max_connections_per_ip);
+   * the refusal when the address has its share already. ConnectionCounters.releaseAddress gives it back.
+   */
+  admitAddress(socketId: string, ip: string): { code: number; message: string } | null;
   /** Gives the slot back (a connection that was admitted closed). */
   release(): void;
 }
 
 export function createWsLimits(deps: Pick<WsDeps, 'config' | 'metrics' | 'counters' | 'out'>): WsLimits {
-  const { frames_per_second: rate, frame_burst: burst, max_connections: maxConnections } = deps.config.limits;
+  const { frames_per_second: rate, frame_burst: burst, max_connections: maxConnections, max_connections_per_ip: perIp } = deps.config.limits;
   const budget = createFrameBudget(rate, burst);
   const meters = metersFor(deps.metrics);
+  const addressRefusal = Object.freeze({ code: ErrorCode.OverCapacity, message: `Over capacity: at most ${perIp} connections from one address (limits.max_connections_per_ip); close one or retry later` });
   const refusal = Object.freeze({ code: ErrorCode.OverCapacity, message: `Over capacity: this server accepts at most ${maxConnections} connections (limits.max_connections); retry later` });
 
   return {
@@ -57,6 +63,11 @@ export function createWsLimits(deps: Pick<WsDeps, 'config' | 'metrics' | 'counte
     },
     admit() {
       return deps.counters.tryAcquireNode(maxConnections) ? null : refusal;
+    },
+    admitAddress(socketId, ip) {
+      if (deps.counters.tryAcquireAddress(socketId, ip, perIp)) return null;
+      deps.metrics.inc('connections_refused_per_ip_total', { transport: 'ws' });
+      return addressRefusal;
     },
     release() {
       deps.counters.releaseNode();

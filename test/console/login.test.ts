@@ -108,6 +108,24 @@ t.test(`a brute force is throttled per address; another address still logs in (w
   t.equal((await consoleRequest(port, 'GET', '/', { from: attacker })).status, 200, 'the page itself (no data) is still served');
 });
 
+t.test('behind a trusted proxy (http.trusted_proxies) the throttle counts per client address, not per proxy', async (t) => {
+  const srv = await startServer({
+    apps: [{ ...APP }],
+    http: { trusted_proxies: ['127.0.0.1'] },
+    console: { enabled: true, host: '127.0.0.1', port: 0, token: TOKEN, login_max_failures: 2, login_window: 60 },
+  } as ConfigInput);
+  t.teardown(() => srv.stop());
+  const port = srv.server.consolePort!;
+  const via = (client: string) => ({ ...bearer('wrong-guess-0000000000'), 'x-forwarded-for': client });
+  const statuses: number[] = [];
+  for (let i = 0; i < 3; i++) statuses.push((await consoleRequest(port, 'GET', '/api/session', { headers: via('203.0.113.9'), from: '127.0.0.1' })).status);
+  t.same(statuses, [401, 429, 429], 'the client behind the proxy is throttled');
+  const other = await consoleRequest(port, 'GET', '/api/session', { headers: { ...bearer(), 'x-forwarded-for': '203.0.113.10' }, from: '127.0.0.1' });
+  t.equal(other.status, 200, 'another client behind the same proxy logs in');
+  const forged = await consoleRequest(port, 'GET', '/api/session', { headers: { ...bearer(), 'x-forwarded-for': '203.0.113.9' }, from: '127.0.0.2' });
+  t.equal(forged.status, 200, 'from an untrusted peer the header is not read (127.0.0.2 itself is not blocked)');
+});
+
 t.test('a blocked address may try again once its window is over; a success forgets its failures', async (t) => {
   const { port } = await start(t, { login_max_failures: 2, login_window: 1 });
   const from = '127.0.0.3';

@@ -98,15 +98,16 @@ t.test('bad input and bounds', async (t) => {
     t.match(r.lines().at(-1), /^c\[1009,"Message too big"\]$/);
   });
 
-  t.test('a session of another app key: 403 on send and receive, nothing reaches it', async (t) => {
+  t.test('a session of another app key: the unknown-session 404 on send and receive (no oracle), nothing reaches it', async (t) => {
     const { r, id } = await open(APP.key);
     await eventually(() => r.frames().length > 0, 5000, 'connection_established');
     const sub = JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'wrong-way' } });
     const s = await sendTo(srv.port, OTHER.key, id, JSON.stringify([sub]));
-    t.equal(s.status, 403);
-    t.match(s.json.error, /belongs to another app key/);
+    t.equal(s.status, 404);
+    t.equal(s.json.error, `Unknown session ${id}`, 'the answer of an id that does not exist');
     const hijack = await rawRequest(srv.port, 'POST', `${base(OTHER.key, id)}/xhr`, undefined, { 'content-length': '0' });
-    t.equal(hijack.status, 403);
+    t.equal(hijack.status, 404);
+    t.equal(hijack.json.error, `Unknown session ${id}`);
     // the marker: a subscribe of its own app goes through; the other one never did
     const ok = JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'right-way' } });
     t.equal((await sendTo(srv.port, APP.key, id, JSON.stringify([ok]))).status, 204);

@@ -1,6 +1,7 @@
 // fallback/session.ts and fallback/frames.ts without threads or sockets: the session's
 // invariants (one `o`, nothing written twice, no write past pusher-js's 256 KiB reopen
-// point, a poll ended by its first write) and the config keys' errors.
+// point, a poll ended by its first write, nothing written under backpressure), the config
+// keys' errors and the unknown-session throttle.
 
 import t from 'tap';
 import { loadConfig } from '../../src/config';
@@ -8,6 +9,7 @@ import { nativeFanout } from '../../src/channels/fanout';
 import { CLIENT_STREAM_LIMIT, homeShard, parseSendBody } from '../../src/fallback/frames';
 import { createSessionTopics } from '../../src/fallback/hub';
 import { Session, type Receiver } from '../../src/fallback/session';
+import { createUnknownThrottle } from '../../src/fallback/throttle';
 import { newSocketData } from '../../src/ws/connection';
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -15,7 +17,7 @@ const tick = () => new Promise((r) => setImmediate(r));
 function session(maxQueueBytes = 1 << 24) {
   const topics = createSessionTopics(nativeFanout({ publish: () => true, numSubscribers: () => 0 }));
   const closed: number[] = [];
-  const s = new Session('abc', 'key', newSocketData('1.1', null, null), {
+  const s = new Session('abc', 'key', { ip: '127.0.0.1', ua: '' }, newSocketData('1.1', null, null), {
     handlers: { open() {}, message() {}, close: () => void closed.push(1) },
     topics, maxQueueBytes, closeOnOverflow: false, onClosed() {}, now: Date.now,
   });
@@ -108,4 +110,47 @@ t.test('http_fallback config errors name the key and the rule', async (t) => {
   t.throws(() => load({ disconnect_delay: 0 }), /http_fallback.disconnect_delay must be an integer between 1 and 3600/);
   t.throws(() => load({ max_sessions: 0 }), /http_fallback.max_sessions must be a positive integer/);
   t.equal(load({}).http_fallback.path, '/pusher');
+});
+
+t.test('a stream under backpressure is not written to: frames wait in the queue (its bound applies) until it is writable', async (t) => {
+  const { s } = session(4000);
+  let ready = true;
+  let drained: (() => void) | null = null;
+  const a = Object.assign(receiver(true), { ready: () => ready, whenReady: (cb: () => void) => { drained = cb; } });
+  s.attach(a);
+  await tick();
+  ready = false; // uWS reported backpressure on the last write
+  const frame = JSON.stringify({ event: 'e', data: 'x'.repeat(1000) });
+  const before = a.text.length;
+  s.send(frame);
+  s.send(frame);
+  await tick();
+  t.equal(a.text.length, before, 'nothing written while the client has not read');
+  t.ok(s.getBufferedAmount() > 2000, 'the frames count as the session\'s buffered amount (the slow-consumer watch sees them)');
+  t.equal(s.send(frame), 1, 'queued');
+  t.equal(s.send(frame), 2, 'past the queue\'s bound: dropped, as uWS drops for a WebSocket');
+  s.tick(Date.now() + 60_000, 1000, 60_000);
+  t.equal(a.text.length, before, 'no heartbeat either');
+  ready = true;
+  drained!();
+  await tick();
+  t.equal(JSON.parse(a.text.slice(before + 1)).length, 3, 'the three queued frames once writable, in one a line');
+  t.equal(s.getBufferedAmount(), 0);
+});
+
+t.test('the unknown-session throttle: per address, per window, the table bounded', async (t) => {
+  const th = createUnknownThrottle(3, 1000, 4);
+  for (let i = 0; i < 3; i++) {
+    t.equal(th.blocked('a', 0), 0);
+    th.missed('a', 0);
+  }
+  t.equal(th.blocked('a', 10), 1, 'past 3 answers: wait (whole seconds, at least 1)');
+  t.equal(th.blocked('b', 10), 0, 'another address is not throttled');
+  t.equal(th.blocked('a', 1000), 0, 'a new window');
+  for (const ip of ['b', 'c', 'd', 'e', 'f', 'g']) th.missed(ip, 1000);
+  t.equal(th.size, 4, 'at most 4 addresses kept: the oldest windows go first');
+  th.missed('g', 1001);
+  th.missed('g', 1002);
+  t.equal(th.blocked('g', 1003), 1, 'a kept address is still counted');
+  t.equal(th.blocked('b', 1003), 0, 'an evicted one starts again');
 });

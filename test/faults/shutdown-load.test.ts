@@ -119,7 +119,8 @@ function checkPublisher(t: Test, outcomes: Map<string, number>): void {
 }
 
 t.test('stop() with 2,000 subscribers under load', async (t) => {
-  const srv = await startServer({ shutdown_grace_period: GRACE_MS });
+  // the 2,000 subscribers all come from 127.0.0.1
+  const srv = await startServer({ shutdown_grace_period: GRACE_MS, limits: { max_connections_per_ip: 10_000 } });
   let stopped = false;
   t.teardown(() => (stopped ? undefined : srv.server.stop()));
   const subs = await openMany(srv.port);
@@ -165,6 +166,8 @@ t.test('SIGTERM to `ringcast start` with 2,000 subscribers under load', async (t
     port = await freePort();
     writeFileSync(file, [
       'host: 127.0.0.1', `port: ${port}`, `workers: ${WORKERS}`, `shutdown_grace_period: ${GRACE_MS}`,
+      // the 2,000 subscribers all come from 127.0.0.1
+      'limits:', '  max_connections_per_ip: 10000',
       'log:', '  level: warn', 'apps:', `  - id: ${APP.id}`, `    key: ${APP.key}`, `    secret: ${APP.secret}`, '',
     ].join('\n'));
     const proc = spawn(process.execPath, [path.join(ROOT, 'bin', 'ringcast.js'), 'start', '--config', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });

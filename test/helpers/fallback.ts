@@ -76,8 +76,9 @@ export class RawReceive {
   ended = false;
   private readonly req: http.ClientRequest;
 
-  constructor(port: number, path: string, headers: Record<string, string> = {}) {
-    this.req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent: false, headers: { 'content-type': 'application/json', 'content-length': '0', ...headers } }, (res) => {
+  /** `localAddress`: the client's source address (127.0.0.2 is another client on loopback). */
+  constructor(port: number, path: string, headers: Record<string, string> = {}, localAddress?: string) {
+    this.req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent: false, localAddress, headers: { 'content-type': 'application/json', 'content-length': '0', ...headers } }, (res) => {
       this.status = res.statusCode!;
       this.headers = res.headers;
       res.setEncoding('utf8');
