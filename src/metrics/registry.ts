@@ -64,6 +64,7 @@ const COUNTERS: Record<CounterName, Def> = {
   history_catchups_total: { help: 'Messages a shard missed from the history store (its subscription to the store was down) fetched again for its subscriptions with positions (result: fetched, or why they could not be: too_old, too_many, unavailable)', labels: ['app_id', 'result'] },
   history_rewinds_total: { help: 'Subscriptions that were sent a rewind of stored messages', labels: ['app_id'] },
   idempotent_hits_total: { help: 'API publishes with an idempotency_key already seen in the window (answered with the first answer, not delivered again)', labels: ['app_id'] },
+  idempotency_evictions_total: { help: 'Idempotency keys forgotten before their window ended to stay within idempotency.max_keys (adapter.driver local: the app holding the most keys loses its oldest)', labels: ['app_id'] },
   idempotency_errors_total: { help: 'Commands of the cluster-wide idempotency window its Redis (adapter.driver redis / redis-cluster) or NATS JetStream (nats) failed (op: claim = publish refused 503, done = answer not recorded, release)', labels: ['op'] },
   fallback_sessions_total: { help: 'HTTP fallback sessions opened (pusher-js xhr_streaming / xhr_polling)', labels: ['app_id'] },
   fallback_requests_total: { help: 'HTTP fallback requests (transport: xhr_streaming, xhr, xhr_send, options)', labels: ['transport'] },
