@@ -41,7 +41,7 @@ const COUNTERS: Record<CounterName, Def> = {
   adapter_publish_total: { help: 'Messages published to the multi-node adapter', labels: [] },
   adapter_subscribe_total: { help: 'Subjects this node subscribed to on the cluster backend', labels: [] },
   adapter_errors_total: { help: 'Multi-node adapter errors', labels: [] },
-  adapter_frames_rejected_total: { help: 'Cluster frames dropped unread: no signature or a wrong one (adapter.cluster_secret set), or a signed frame on a node without a secret', labels: ['reason'] },
+  adapter_frames_rejected_total: { help: 'Cluster frames dropped unread: no signature or a wrong one (adapter.cluster_secret set), a signed frame on a node without a secret, or a signed one stale (stamped more than 30 s away) or replayed (its sender\'s sequence number seen before)', labels: ['reason'] },
   cluster_nodes_failed_total: { help: 'Cluster nodes declared failed', labels: [] },
   cluster_heartbeat_failures_total: { help: 'Cluster heartbeats that failed', labels: [] },
   cluster_transport_renewals_total: { help: 'Times this node renewed its backend connections because its own heartbeat did not come back (a connected but deaf subscriber)', labels: [] },
