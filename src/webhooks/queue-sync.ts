@@ -10,6 +10,7 @@
 // queued: use the `redis` driver for at-least-once.
 
 import type { Logger } from 'pino';
+import { logLimited } from '../log';
 import type { MetricsSink } from '../metrics/types';
 import type { Deliverer } from './deliver';
 import type { WebhookQueue } from './queue';
@@ -25,7 +26,6 @@ export class SyncQueue implements WebhookQueue {
   private inflight = 0;
   /** Retry timers: their jobs come back to `waiting` when they fire. */
   private readonly retries = new Map<NodeJS.Timeout, Job>();
-  private lastWarn = 0;
   private stopping = false;
   private idle: (() => void) | null = null;
 
@@ -131,10 +131,10 @@ export class SyncQueue implements WebhookQueue {
 
   private drop(job: Job, reason: 'queue_full' | 'shutdown'): void {
     this.metrics.inc('webhooks_dropped_total', { app_id: job.app, reason });
-    const now = Date.now();
-    if (reason === 'queue_full' && now - this.lastWarn < 1000) return;
-    this.lastWarn = now;
-    this.log.warn({ app: job.app, events: job.events, reason, max_queue: this.opts.maxQueue }, 'webhook dropped');
+    const line = { app: job.app, events: job.events, reason, max_queue: this.opts.maxQueue };
+    // a full queue: at most one line a second per app (with the count of the others)
+    if (reason === 'queue_full') logLimited(this.log, 'warn', line, 'webhook dropped');
+    else this.log.warn(line, 'webhook dropped');
   }
 }
 

@@ -171,7 +171,9 @@ t.test('sync queue: shared fairly between apps; one app\'s churn cannot drop ano
         { ...OTHER, webhooks: [{ url: r.url, event_types: ['channel_occupied'] }] }],
     },
   });
-  const server = await start(config, pino({ level: 'silent' }));
+  const logs: { msg: string; app?: string; suppressed?: number }[] = [];
+  const stream = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
+  const server = await start(config, pino({ level: 'warn' }, stream));
   t.teardown(async () => { await server.stop(); await r.close(); });
   const port = server.metricsPort!;
   const dropped = (app: string) => metric(port, 'webhooks_dropped_total', { app_id: app, reason: 'queue_full' });
@@ -187,6 +189,8 @@ t.test('sync queue: shared fairly between apps; one app\'s churn cannot drop ano
   for (let i = 8; i < 12; i++) await noisy.subscribe(`churn-${i}`);
   await eventually(async () => (await dropped(APP.id)) >= 8, 10_000, 'the noisy app\'s later jobs dropped');
   t.equal(await dropped(OTHER.id), 0, 'none of the quiet app\'s');
+  const drops = logs.filter((l) => l.msg === 'webhook dropped' && l.app === APP.id);
+  t.ok(drops.length >= 1 && drops.length < 8, `the noisy app's drops logged at most once a second (${drops.length} lines for ${await dropped(APP.id)} drops)`);
   t.equal(await metric(port, 'webhook_queue_size'), 5, 'still bounded: one in flight, four waiting');
   // the queue drains: the quiet app's two are sent among the first (the apps take turns)
   r.respond = () => 200;
