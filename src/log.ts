@@ -96,7 +96,8 @@ const limited = new WeakMap<Logger, Map<string, LimitState>>();
 
 /**
  * A line that a storm could repeat once per item (a notice dropped on a full queue): at
- * most one per `msg` and logger each LOG_LIMIT_INTERVAL_MS. The lines in between are
+ * most one per `msg`, app and logger each LOG_LIMIT_INTERVAL_MS (the app: the line's
+ * `app_id`, else `app`; so one app's storm does not hide another app's lines). The lines in between are
  * counted, not written; when the interval ends with some counted, one more line (the same
  * message) is written with the last one's fields and `suppressed: <count>`, so the lines' counts add
  * up to every occurrence. The metric that counts the item (bus_full_total, …) stays exact.
@@ -105,9 +106,11 @@ export function logLimited(log: Logger, level: 'warn' | 'error', obj: Record<str
   let byMsg = limited.get(log);
   if (!byMsg) limited.set(log, byMsg = new Map<string, LimitState>());
   const now = Date.now();
-  const s = byMsg.get(msg);
+  const app = obj.app_id ?? obj.app;
+  const key = typeof app === 'string' ? msg + '\0' + app : msg;
+  const s = byMsg.get(key);
   if (!s || (s.timer === null && now - s.shownAt >= LOG_LIMIT_INTERVAL_MS)) {
-    byMsg.set(msg, { shownAt: now, suppressed: 0, last: obj, timer: null });
+    byMsg.set(key, { shownAt: now, suppressed: 0, last: obj, timer: null });
     log[level](obj, msg);
     return;
   }

@@ -31,7 +31,7 @@ for (const size of [100, 10_000]) {
   const check = (b: Uint8Array): Uint8Array => {
     const r = openFrame(key, subject, b);
     if (typeof r === 'string') throw new Error(r);
-    return r;
+    return r.frame;
   };
   const steps: [string, () => void, () => void][] = [
     ['send (encode; encode + sign)', () => encodeNodePublish(id, f), () => signFrame(key, subject, encodeNodePublish(id, f))],

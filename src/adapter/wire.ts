@@ -3,11 +3,14 @@
 //
 //   publish:  [u8 1][u8 nodeLen][node ascii][u8 delta: 0 none, 1 true, 2 false][publish frame of bus/messages.ts]
 //   control:  [u8 2][JSON NodeMsg]
-//   signed:   [u8 3][16-byte tag][frame]   (adapter.cluster_secret set: every frame on the
-//             transport, the delta coordination's JSON too, travels wrapped so; the tag is
-//             the first 16 bytes of HMAC-SHA256(secret, subject ‖ 0x00 ‖ frame))
+//   signed:   [u8 3][16-byte tag][8-byte sender][f64 ms][f64 seq][frame]   (adapter.cluster_secret
+//             set: every frame on the transport, the delta coordination's JSON too, travels
+//             wrapped so; the tag is the first 16 bytes of HMAC-SHA256(secret, subject ‖ 0x00 ‖
+//             sender ‖ ms ‖ seq ‖ frame); sender: random per process, ms: its clock when
+//             sent, seq: its count of signed frames, so a receiver drops a stale or replayed
+//             one, adapter/signed.ts. A build with another envelope sees bad signatures.)
 
-import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { decodePublish, encodePublish, type PublishFrame } from '../bus/messages';
 import { Force, forceOf } from '../bus/delta-input';
 
@@ -135,20 +138,38 @@ export function decodeNode(buf: Uint8Array): Decoded {
 
 /** Bytes of a signed frame's tag: HMAC-SHA256 truncated to 128 bits (as RFC 4868 does). */
 export const TAG_BYTES = 16;
-const SIGNED_HEAD = 1 + TAG_BYTES;
+/** Bytes of a signed frame's stamp: sender (8), ms (f64), seq (f64). */
+const STAMP_BYTES = 24;
+const SIGNED_HEAD = 1 + TAG_BYTES + STAMP_BYTES;
 const SUBJECT_END = new Uint8Array([0]);
 
-/** The tag of `frame` on `subject`: binds the subject, so a frame signed for one subject is refused on another. */
-function tagOf(key: KeyObject, subject: string, frame: Uint8Array): Buffer {
-  return createHmac('sha256', key).update(subject).update(SUBJECT_END).update(frame).digest();
+/** Who signed a frame (8 random bytes per process, hex), when (its clock, ms) and its count of signed frames. */
+export interface Stamp { sender: string; ms: number; seq: number }
+
+/** The stamps of one sender: a new random id, then seq 1, 2, … with the clock at each. */
+export function stamper(now: () => number = Date.now): () => Stamp {
+  const sender = randomBytes(8).toString('hex');
+  let seq = 0;
+  return () => ({ sender, ms: now(), seq: ++seq });
 }
 
-/** `frame` wrapped as a signed frame for `subject` (one copy of the frame). */
-export function signFrame(key: KeyObject, subject: string, frame: Uint8Array): Uint8Array {
+const ownStamp = stamper();
+
+/** The tag of `stamped` (stamp ‖ frame) on `subject`: binds the subject, so a frame signed for one subject is refused on another. */
+function tagOf(key: KeyObject, subject: string, stamped: Uint8Array): Buffer {
+  return createHmac('sha256', key).update(subject).update(SUBJECT_END).update(stamped).digest();
+}
+
+/** `frame` wrapped as a signed frame for `subject` with `stamp` (one copy of the frame). */
+export function signFrame(key: KeyObject, subject: string, frame: Uint8Array, stamp: Stamp = ownStamp()): Uint8Array {
   const out = Buffer.allocUnsafe(SIGNED_HEAD + frame.length);
   out[0] = Kind.Signed;
-  tagOf(key, subject, frame).copy(out, 1, 0, TAG_BYTES);
+  const at = 1 + TAG_BYTES;
+  out.write(stamp.sender, at, 8, 'hex');
+  out.writeDoubleBE(stamp.ms, at + 8);
+  out.writeDoubleBE(stamp.seq, at + 16);
   out.set(frame, SIGNED_HEAD);
+  tagOf(key, subject, out.subarray(at)).copy(out, 1, 0, TAG_BYTES);
   return out;
 }
 
@@ -160,12 +181,14 @@ export function signedBody(buf: Uint8Array): Uint8Array {
   return buf.subarray(SIGNED_HEAD);
 }
 
-/** The frame inside a signed frame whose tag is right for `subject`, or why it is refused. */
-export function openFrame(key: KeyObject, subject: string, buf: Uint8Array): Uint8Array | Rejected {
+/** The frame inside a signed frame whose tag is right for `subject`, with its stamp; or why it is refused. */
+export function openFrame(key: KeyObject, subject: string, buf: Uint8Array): { frame: Uint8Array; stamp: Stamp } | Rejected {
   if (buf.length < SIGNED_HEAD || buf[0] !== Kind.Signed) return 'unsigned';
-  const frame = signedBody(buf);
-  const tag = tagOf(key, subject, frame);
-  return timingSafeEqual(tag.subarray(0, TAG_BYTES), buf.subarray(1, SIGNED_HEAD)) ? frame : 'bad_signature';
+  const at = 1 + TAG_BYTES;
+  const tag = tagOf(key, subject, buf.subarray(at));
+  if (!timingSafeEqual(tag.subarray(0, TAG_BYTES), buf.subarray(1, at))) return 'bad_signature';
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.length);
+  return { frame: signedBody(buf), stamp: { sender: b.toString('hex', at, at + 8), ms: b.readDoubleBE(at + 8), seq: b.readDoubleBE(at + 16) } };
 }
 
 /** Whether `buf` is a signed frame (a node without a secret refuses it: it cannot be read). */

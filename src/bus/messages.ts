@@ -154,9 +154,9 @@ export type ControlMsg =
    */
   | { type: 'hist_relay'; to: number; req: number; body: unknown }
   /** Idempotent publish (history/idempotency.ts), to the key's owner: answers an IdemReply. */
-  | { type: 'idem_claim'; req: number; from: number; app: string; key: string }
+  | { type: 'idem_claim'; req: number; from: number; app: string; key: string; route?: 'events' | 'batch_events' }
   /** The publish with this key answered 2xx: later ones get this answer. */
-  | { type: 'idem_done'; app: string; key: string; status: number; body: unknown }
+  | { type: 'idem_done'; app: string; key: string; status: number; body: unknown; route?: 'events' | 'batch_events' }
   /** The publish with this key failed (nothing delivered): the key is free again. */
   | { type: 'idem_release'; app: string; key: string }
   /** REST history: one page (answers a HistPageReply). */

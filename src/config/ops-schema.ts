@@ -7,7 +7,7 @@ import { bool, int, meta, oneOf, optStr, port, section, str, text } from './sche
 export const metrics = section({
   enabled: bool(false, { doc: 'Prometheus /metrics on its own listener.', env: 'METRICS_ENABLED' }),
   driver: oneOf(['prometheus'], 'prometheus', { doc: 'Metrics format.', env: 'METRICS_DRIVER' }),
-  host: str('0.0.0.0', { doc: 'Interface of the metrics listener.', env: 'METRICS_HOST' }),
+  host: str('127.0.0.1', { doc: 'Interface of the metrics listener (loopback by default); a wildcard (0.0.0.0, ::) needs metrics.token.', env: 'METRICS_HOST' }),
   port: port(9601, { doc: 'Port of the metrics listener; 0 = any free port; must differ from port.', env: 'METRICS_PORT' }),
   prefix: Type.String({
     pattern: '^([a-zA-Z_:][a-zA-Z0-9_:]*)?$', default: 'ringcast_',

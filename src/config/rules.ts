@@ -13,7 +13,7 @@ export const RULES: readonly string[] = [
   '`ssl.cert_path` and `ssl.key_path` name readable PEM files when `ssl.enabled` is true.',
   '`ssl.redirect_http` needs `ssl.enabled: true`, and then `ssl.http_port` differs from `port`.',
   '`log.colors_enabled` applies to `log.output_format: human` only.',
-  '`metrics.port` differs from `port` when `metrics.enabled` is true.',
+  '`metrics.port` differs from `port` when `metrics.enabled` is true; a wildcard `metrics.host` (0.0.0.0, ::) needs `metrics.token`.',
   '`console.port` differs from `port` and, with metrics on, from `metrics.port`; `console.token` has at least 16 characters, and is set when `console.enabled` is true unless `console.allow_app_secret` is true.',
   '`adapter.cluster_health.heartbeat_interval_ms` ≤ `node_timeout_ms` / 3 when cluster health is enabled.',
   '`database.redis_cluster.nodes` lists at least one node when `adapter.driver`, `cache.driver`, `rate_limiter.driver` or `history.driver` is redis-cluster; `adapter.nats.servers` lists at least one server when `adapter.driver` is nats.',
@@ -38,6 +38,9 @@ export function clusterHistoryRule(c: Checker, cfg: GlobalConfig, apps: readonly
   c.fail('history.driver', `must be redis or redis-cluster with adapter.driver ${cfg.adapter.driver} and apps with channel_history: memory numbers and keeps each node's own history, so other nodes' events would miss recovering subscriptions (set history.driver: redis or redis-cluster)`, 'memory');
 }
 
+/** Addresses that listen on every interface. */
+const WILDCARD: ReadonlySet<string> = new Set(['0.0.0.0', '::', '[::]', '*', '']);
+
 export function globalRules(c: Checker, cfg: GlobalConfig): void {
   if (cfg.ssl.enabled && c.ok('ssl.enabled')) {
     for (const k of ['cert_path', 'key_path'] as const) {
@@ -58,6 +61,9 @@ export function globalRules(c: Checker, cfg: GlobalConfig): void {
   }
   if (cfg.metrics.enabled === true && cfg.metrics.port === cfg.port && cfg.port !== 0) {
     c.fail('metrics.port', 'must differ from port when metrics.enabled is true', cfg.metrics.port);
+  }
+  if (cfg.metrics.enabled === true && c.ok('metrics.host', 'metrics.token') && WILDCARD.has(cfg.metrics.host) && cfg.metrics.token === '') {
+    c.fail('metrics.host', 'is a wildcard address: /metrics would be open on every interface without a token; set metrics.token (METRICS_TOKEN), or bind metrics.host to 127.0.0.1 or a private address', cfg.metrics.host);
   }
   if (cfg.console.enabled === true) consoleChecks(c, cfg);
   const h = cfg.adapter.cluster_health;

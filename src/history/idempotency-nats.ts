@@ -31,7 +31,7 @@ import type { Logger } from 'pino';
 import { natsConnectOptions } from '../adapter/nats';
 import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
-import { PENDING_MS, idempotencyDown, writeAnswer, type ClusterIdempotency, type IdemReply } from './idempotency';
+import { PENDING_MS, idempotencyDown, routeLetter, storedAnswer, storedReply, writeAnswer, type ClusterIdempotency, type IdemReply, type IdemRoute } from './idempotency';
 
 /** ms a claim's request to NATS (connect, bucket, create, get, update) may take. */
 export const COMMAND_TIMEOUT_MS = 1000;
@@ -99,9 +99,9 @@ export function createNatsIdempotency(deps: NatsIdempotencyDeps): ClusterIdempot
   /** The revision this shard wrote for each claim it holds, by app\0key. */
   const held = new Map<string, number>();
 
-  async function claimIn(kv: KV, app: string, key: string): Promise<IdemReply> {
+  async function claimIn(kv: KV, app: string, key: string, route: IdemRoute): Promise<IdemReply> {
     const entry = entryOf(app, key);
-    const marker = enc.encode('P' + randomBytes(12).toString('base64url'));
+    const marker = enc.encode('P' + routeLetter(route) + randomBytes(12).toString('base64url'));
     // twice at most: an entry deleted (released) between the create and the get is free again
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
@@ -113,10 +113,8 @@ export function createNatsIdempotency(deps: NatsIdempotencyDeps): ClusterIdempot
       const e = await kv.get(entry);
       if (e === null || e.operation !== 'PUT') continue;
       const v = dec.decode(e.value);
-      if (v.startsWith('D')) {
-        const a = JSON.parse(v.slice(1)) as { s: number; b: unknown };
-        return { state: 'done', status: a.s, body: a.b };
-      }
+      const stored = storedReply(v, route);
+      if (stored.state !== 'pending') return stored;
       if (Date.now() - e.created.getTime() < PENDING_MS) return { state: 'pending' };
       // a pending marker whose request never ended (its node died): this request takes it over
       try {
@@ -131,20 +129,20 @@ export function createNatsIdempotency(deps: NatsIdempotencyDeps): ClusterIdempot
   }
 
   return {
-    async claim(app, key) {
+    async claim(app, key, route = 'events') {
       try {
-        return await claimIn(await store(), app, key);
+        return await claimIn(await store(), app, key, route);
       } catch (err) {
         failed('claim');
         throw idempotencyDown('NATS JetStream', where, why(err));
       }
     },
-    done(app, key, status, body) {
+    done(app, key, status, body, route = 'events') {
       const id = app + '\0' + key;
       const revision = held.get(id);
       held.delete(id);
       if (revision === undefined) return;
-      const answer = enc.encode('D' + JSON.stringify({ s: status, b: body }));
+      const answer = enc.encode(storedAnswer(route, status, body));
       writeAnswer(() => store().then((kv) => kv.update(entryOf(app, key), answer, revision)), {
         settled: wrongRevision, // the marker lapsed and another request holds the key
         failed: () => failed('done'),

@@ -7,7 +7,9 @@
 //
 //   claim    one script: SET NX PX PENDING_MS with a pending marker `P<token>` (this
 //            request publishes: 'new'), else the key's value: a pending marker
-//            ('pending': 503 retry, never a wait) or the first answer ('done').
+//            ('pending': 503 retry, never a wait) or the first answer ('done'); either
+//            names the route the key was first used on (`P<e|b>…`, the answer's `r`), and
+//            a claim on the other route is a 'conflict' (422).
 //            Two nodes racing on one key: Redis runs one script at a time, one of them wins.
 //   done     a 2xx answer: SET `D<json>` PX window, unless another request holds the key
 //            by now (our pending marker lapsed). Retried every DONE_RETRY_MS while the
@@ -29,7 +31,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/types';
 import type { MetricsSink } from '../metrics/types';
 import { COMMAND_TIMEOUT_MS, redisClient, redisClusterClient, redisClusterWhere, redisFailure, redisWhere, whenReady } from '../redis/client';
-import { PENDING_MS, idempotencyDown, writeAnswer, type ClusterIdempotency } from './idempotency';
+import { PENDING_MS, idempotencyDown, routeLetter, storedAnswer, storedReply, writeAnswer, type ClusterIdempotency } from './idempotency';
 
 // KEYS[1] key; ARGV[1] pending marker, ARGV[2] its PX. '' = new; else the key's value.
 const CLAIM = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return '' end
@@ -97,8 +99,8 @@ export function createRedisIdempotency(deps: RedisIdempotencyDeps): ClusterIdemp
   const failed = (op: 'claim' | 'done' | 'release') => metrics.inc('idempotency_errors_total', { op });
 
   return {
-    async claim(app, key) {
-      const marker = 'P' + randomBytes(12).toString('base64url');
+    async claim(app, key, route = 'events') {
+      const marker = 'P' + routeLetter(route) + randomBytes(12).toString('base64url');
       let v: string;
       try {
         // still connecting (a shard just started) or reconnecting: wait as long as a command may take
@@ -113,17 +115,13 @@ export function createRedisIdempotency(deps: RedisIdempotencyDeps): ClusterIdemp
         markers.set(app + '\0' + key, marker);
         return { state: 'new' };
       }
-      if (v.startsWith('D')) {
-        const a = JSON.parse(v.slice(1)) as { s: number; b: unknown };
-        return { state: 'done', status: a.s, body: a.b };
-      }
-      return { state: 'pending' };
+      return storedReply(v, route);
     },
-    done(app, key, status, body) {
+    done(app, key, status, body, route = 'events') {
       const id = app + '\0' + key;
       const marker = markers.get(id) ?? '';
       markers.delete(id);
-      const answer = 'D' + JSON.stringify({ s: status, b: body });
+      const answer = storedAnswer(route, status, body);
       writeAnswer(() => redis.idemDone(idemKey(prefix, app, key), marker, answer, windowMs), {
         failed: () => failed('done'),
         lost: (err) => log.error({ err: (err as Error).message, redis: where, app_id: app },

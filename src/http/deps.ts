@@ -8,7 +8,7 @@ import type { MetricsSink } from '../metrics/types';
 import type { RateLimiter } from '../ratelimit/types';
 import type { PublishHooks } from '../hooks/publish';
 import type { RestHistory } from '../history/rest';
-import type { IdemReply } from '../history/idempotency';
+import type { IdemReply, IdemRoute } from '../history/idempotency';
 
 /** What the HTTP API needs, built once in shard/worker.ts. */
 export interface ApiDeps {
@@ -42,8 +42,8 @@ export interface ApiDeps {
    * JetStream key-value bucket with a nats adapter (history/idempotency-nats.ts).
    */
   idempotency?: {
-    claim(app: string, key: string): Promise<IdemReply>;
-    done(app: string, key: string, status: number, body: unknown): void;
+    claim(app: string, key: string, route: IdemRoute): Promise<IdemReply>;
+    done(app: string, key: string, status: number, body: unknown, route: IdemRoute): void;
     release(app: string, key: string): void;
   };
   /** True once the shard is shutting down: answers close their connection. */

@@ -12,7 +12,7 @@ import { tagsEnabled } from '../filter/enable-tags';
 import { serialiseTags } from '../filter/tags';
 import { isValidSocketId } from '../protocol/socket-id';
 import type { ApiDeps } from './deps';
-import { invalidKey, type IdemReply } from '../history/idempotency';
+import { invalidKey, type IdemReply, type IdemRoute } from '../history/idempotency';
 import { isIdempotencyDown } from '../history/idempotency';
 import { then, type MaybePromise } from './maybe';
 import { limitBackendEvents } from './ratelimit';
@@ -217,6 +217,12 @@ function hooked(deps: ApiDeps, app: AppConfig, events: ParsedEvent[], batch: boo
 
 const IN_PROGRESS = 'a request with this idempotency_key is still being answered: retry';
 
+/** A key first used on the other route: 422, nothing delivered (`where`: the batch item, or ''). */
+function otherRoute(where: string, key: string, first: IdemRoute, here: IdemRoute): ApiResponse {
+  return jsonError(422, `${where}idempotency_key ${JSON.stringify(key)} was first used on POST /apps/{app_id}/${first}, `
+    + `not ${here}: a key belongs to one route; nothing was delivered`);
+}
+
 /** A claim that failed: 503, nothing delivered; naming the store when the cluster-wide window's Redis or NATS failed. */
 function unanswered(err: unknown): ApiResponse {
   if (isIdempotencyDown(err)) return jsonError(503, `${err.message}: nothing was delivered, retry later`);
@@ -232,10 +238,11 @@ async function idempotent(deps: ApiDeps, app: AppConfig, key: string, run: () =>
   const idem = deps.idempotency!;
   let claim: IdemReply;
   try {
-    claim = await idem.claim(app.id, key);
+    claim = await idem.claim(app.id, key, 'events');
   } catch (err) {
     return unanswered(err);
   }
+  if (claim.state === 'conflict') return otherRoute('', key, claim.route, 'events');
   if (claim.state === 'pending') return jsonError(503, IN_PROGRESS);
   if (claim.state === 'done') {
     deps.metrics.inc('idempotent_hits_total', { app_id: app.id });
@@ -248,7 +255,7 @@ async function idempotent(deps: ApiDeps, app: AppConfig, key: string, run: () =>
     idem.release(app.id, key);
     throw err;
   }
-  if (res.status >= 200 && res.status < 300) idem.done(app.id, key, res.status, res.body);
+  if (res.status >= 200 && res.status < 300) idem.done(app.id, key, res.status, res.body, 'events');
   else idem.release(app.id, key);
   return res;
 }
@@ -314,9 +321,14 @@ async function idempotentBatch(deps: ApiDeps, app: AppConfig, events: ParsedEven
   const idem = deps.idempotency!;
   let failure: unknown = null;
   const claims = await Promise.all(events.map((ev) => (ev.key === null ? Promise.resolve(null)
-    : idem.claim(app.id, ev.key).catch((err: unknown) => { failure = err; return null; }))));
+    : idem.claim(app.id, ev.key, 'batch_events').catch((err: unknown) => { failure = err; return null; }))));
   const claimed = events.filter((ev, i) => ev.key !== null && claims[i]?.state === 'new').map((ev) => ev.key!);
   const releaseAll = () => { for (const k of claimed) idem.release(app.id, k); };
+  const conflict = claims.findIndex((c) => c?.state === 'conflict');
+  if (conflict >= 0) {
+    releaseAll();
+    return otherRoute(`batch[${conflict}]: `, events[conflict].key!, (claims[conflict] as { route: IdemRoute }).route, 'batch_events');
+  }
   if (claims.some((c, i) => events[i].key !== null && (c === null || c.state === 'pending'))) {
     releaseAll();
     return claims.some((c) => c?.state === 'pending') ? jsonError(503, IN_PROGRESS) : unanswered(failure);
@@ -333,19 +345,20 @@ async function idempotentBatch(deps: ApiDeps, app: AppConfig, events: ParsedEven
     releaseAll();
     return res;
   }
+  // Delivered: every claimed key gets its answer first, so none stays pending whatever follows.
   const answers = (res.body as { batch: unknown[] }).batch;
+  const items = fresh.map((_, j) => answers[j] ?? {});
+  fresh.forEach((ev, j) => { if (ev.key !== null) idem.done(app.id, ev.key, 200, { batch: [items[j]] }, 'batch_events'); });
   const out: unknown[] = [];
   let next = 0;
   events.forEach((ev, i) => {
     const c = claims[i];
     if (c !== null && c.state === 'done') {
       deps.metrics.inc('idempotent_hits_total', { app_id: app.id });
-      out.push((c.body as { batch: unknown[] }).batch[0]);
+      out.push((c.body as { batch?: unknown[] } | null)?.batch?.[0] ?? {});
       return;
     }
-    const item = answers[next++];
-    if (ev.key !== null) idem.done(app.id, ev.key, 200, { batch: [item] });
-    out.push(item);
+    out.push(items[next++]);
   });
   return { status: 200, body: { batch: out } };
 }

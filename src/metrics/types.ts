@@ -51,6 +51,8 @@ export type CounterName =
   | 'history_rewinds_total'
   /** ours (history/): API publishes answered from the idempotency window (not delivered again) */
   | 'idempotent_hits_total'
+  /** ours (history/): keys forgotten early to stay within idempotency.max_keys (the app holding the most loses its oldest) */
+  | 'idempotency_evictions_total'
   /** ours (history/): commands of the cluster-wide idempotency window its Redis failed (op: claim, done, release) */
   | 'idempotency_errors_total'
   /** ours: HTTP fallback (fallback/): sessions opened, requests by transport, requests refused by transport and status */

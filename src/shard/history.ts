@@ -142,6 +142,7 @@ export function createShardHistory(d: {
     windowMs: config.idempotency.window_seconds * 1000,
     maxKeys: Math.max(1, Math.floor(config.idempotency.max_keys / shards)),
     reply: (to, req, body) => bus.reply(to, req, body),
+    evicted: (app) => d.metrics.inc('idempotency_evictions_total', { app_id: app }),
   });
   const tellKeyOwner = (msg: Extract<ControlMsg, { type: 'idem_done' | 'idem_release' }>): void => {
     try {
@@ -158,8 +159,8 @@ export function createShardHistory(d: {
     : driver === 'nats' ? createNatsIdempotency({ config, log, metrics: d.metrics })
       : null;
   const processWide: NonNullable<ApiDeps['idempotency']> = {
-    claim: (app, key) => bus.request(keyOwner(app, key, shards), { type: 'idem_claim', app, key }),
-    done: (app, key, status, body) => tellKeyOwner({ type: 'idem_done', app, key, status, body }),
+    claim: (app, key, route) => bus.request(keyOwner(app, key, shards), { type: 'idem_claim', app, key, route }),
+    done: (app, key, status, body, route) => tellKeyOwner({ type: 'idem_done', app, key, status, body, route }),
     release: (app, key) => tellKeyOwner({ type: 'idem_release', app, key }),
   };
   let sweptAt = Date.now();

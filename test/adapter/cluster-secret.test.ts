@@ -7,7 +7,8 @@
 // with the cluster's secret IS delivered (so the dropped ones were well-formed: only the
 // signature kept them out) and serves as the positive marker, coming after them down the
 // same connection. A node with another secret, and one with none, exchange nothing with
-// the pair. Any shard count (RINGCAST_TEST_WORKERS; the transport lives in the primary).
+// the pair. A frame of node A captured on the backend and published again is dropped
+// (reason replayed), and one stamped a minute ago (stale). Any shard count (RINGCAST_TEST_WORKERS; the transport lives in the primary).
 
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -33,12 +34,15 @@ const METRICS = { metrics: { enabled: true, port: 0, host: '127.0.0.1' } };
 interface Injector {
   publish(subject: string, bytes: Uint8Array): Promise<void>;
   seen(text: string): boolean;
+  /** The frames seen on `watch` holding `text`. */
+  frames(text: string): Buffer[];
   close(): Promise<void>;
 }
 
 async function injector(cfg: ConfigInput & { adapter: { driver: string } }, watch: string): Promise<Injector> {
   const got: Buffer[] = [];
   const seen = (text: string) => got.some((b) => b.includes(text));
+  const frames = (text: string) => got.filter((b) => b.includes(text));
   if (cfg.adapter.driver === 'redis') {
     const opts = { host: '127.0.0.1', port: (cfg as { database: { redis: { port: number } } }).database.redis.port, lazyConnect: true };
     const r = new Redis(opts);
@@ -46,12 +50,12 @@ async function injector(cfg: ConfigInput & { adapter: { driver: string } }, watc
     await Promise.all([r.connect(), sub.connect()]);
     sub.on('messageBuffer', (_ch: Buffer, m: Buffer) => got.push(m));
     await sub.subscribe(watch);
-    return { publish: async (s, b) => { await r.publish(s, Buffer.from(b)); }, seen, close: async () => { r.disconnect(); sub.disconnect(); } };
+    return { publish: async (s, b) => { await r.publish(s, Buffer.from(b)); }, seen, frames, close: async () => { r.disconnect(); sub.disconnect(); } };
   }
   const nc = await natsConnect({ servers: (cfg as { adapter: { nats: { servers: string[] } } }).adapter.nats.servers });
   nc.subscribe(watch, { callback: (err, m) => { if (!err) got.push(Buffer.from(m.data)); } });
   await nc.flush();
-  return { publish: async (s, b) => { nc.publish(s, b); await nc.flush(); }, seen, close: () => nc.close() };
+  return { publish: async (s, b) => { nc.publish(s, b); await nc.flush(); }, seen, frames, close: () => nc.close() };
 }
 
 /** The sender id of the crafted publishes (a node that signs right is a member: it is left out below). */
@@ -128,6 +132,29 @@ for (const name of ['redis', 'nats'] as const) {
       await a.sdk().trigger(channel, 'after', 'ok');
       await cb.event('after', channel, 5000);
       t.equal(named(cb, 'evil').length, 0);
+    });
+
+    t.test('a captured signed frame published again is dropped (replayed), an old one too (stale); both counted', async (t) => {
+      const cb = b.track(await RawClient.connect(b.wsUrl()));
+      const channel = 'replay';
+      await cb.subscribe(channel);
+      const pub = `${prefix}.pub`;
+      const inj = await injector(cfg, pub);
+      t.teardown(() => inj.close());
+      const before = { replayed: await rejected(b, 'replayed'), stale: await rejected(b, 'stale') };
+      await a.sdk().trigger(channel, 'once', 'x');
+      await eventually(() => inj.frames('"once"').length > 0, 5000, 'node A\'s signed frame on the backend');
+      const captured = inj.frames('"once"')[0];
+      // published again, three times; then a frame signed with the secret but stamped a minute ago
+      for (let i = 0; i < 3; i++) await inj.publish(pub, captured);
+      await inj.publish(pub, signFrame(key(SECRET), pub, eventFrame(channel, 'old', 'x'), { sender: 'aa'.repeat(8), ms: Date.now() - 60_000, seq: 1 }));
+      await inj.publish(pub, signFrame(key(SECRET), pub, eventFrame(channel, 'marker', 'replay')));
+      await cb.next((f) => f.event === 'marker' && f.data === 'replay', 5000);
+      t.equal(named(cb, 'once').length, 1, 'the event was delivered once');
+      t.equal(named(cb, 'old').length, 0, 'the stale frame was not delivered');
+      await eventually(async () => await rejected(b, 'replayed') - before.replayed >= 3, 5000, 'three replays counted');
+      t.equal(await rejected(b, 'replayed') - before.replayed, 3, 'node B counted the three replays');
+      t.equal(await rejected(b, 'stale') - before.stale, 1, 'and the stale one');
     });
 
     t.test('nodes with another secret, or none, exchange nothing with the pair', async (t) => {

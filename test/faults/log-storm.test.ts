@@ -2,13 +2,16 @@
 // shard's ring and spill queue are full (fixtures/drop-storm.ts, a child process whose
 // stdout carries the server's JSON log lines) are logged at most once per second per
 // message (src/log.ts logLimited), with the count of lines not written in the next one,
-// while bus_full_total{source="client_event"} counts every drop.
+// while bus_full_total{source="client_event"} counts every drop. The limit is per app: one
+// app's storm does not hide another app's line.
 // Runs with 2 shards (4 under RINGCAST_TEST_WORKERS=4).
 
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import t from 'tap';
-import { LOG_LIMIT_INTERVAL_MS } from '../../src/log';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { LOG_LIMIT_INTERVAL_MS, logLimited } from '../../src/log';
 import { WORKERS, eventually } from '../helpers/server';
 
 const MSG = 'client event dropped: internal queue full';
@@ -48,4 +51,15 @@ t.test('dropped client events: bounded log lines, exact counter', async (t) => {
 
   child.stdin.write('stop\n');
   t.equal(await exited, 0, `fixture exit 0${err ? `\n${err}` : ''}`);
+});
+
+t.test('logLimited: per app, so one app\'s storm does not hide another app\'s line', async (t) => {
+  const lines: { msg: string; app_id?: string; suppressed?: number }[] = [];
+  const log = pino({ level: 'warn' }, new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l)); cb(); } }));
+  for (let i = 0; i < 100; i++) logLimited(log, 'warn', { app_id: 'noisy' }, 'a storm');
+  logLimited(log, 'warn', { app_id: 'quiet' }, 'a storm');
+  logLimited(log, 'warn', {}, 'a storm');
+  t.same(lines.map((l) => l.app_id ?? '-'), ['noisy', 'quiet', '-'], 'one line each now: the quiet app\'s is not suppressed');
+  await eventually(() => lines.length === 4, LOG_LIMIT_INTERVAL_MS * 3, 'the suppressed count');
+  t.same(lines[3], { ...lines[3], app_id: 'noisy', suppressed: 99 }, 'then the noisy app\'s count');
 });

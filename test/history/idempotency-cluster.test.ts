@@ -4,7 +4,8 @@
 // nats-server -js; a subscriber on each node counts deliveries, settled with markers
 // published on both nodes.
 // - a retry that reaches the other node is not delivered again and gets the first answer
-//   (events and batch items);
+//   (events and batch items); a key reused on the other route is 422 naming the route it
+//   was first used on, delivers nothing and leaves no key of the batch pending;
 // - the same key sent to both nodes at once, many times: delivered once, every 200 the
 //   same answer, the others 503 "still being answered" (retried until answered);
 // - the store down: a publish with a key is refused 503 naming Redis / NATS, nothing
@@ -91,10 +92,20 @@ for (const name of ['redis', 'redis-cluster', 'nats'] as const) {
       const b2 = await post(a, 'batch_events', { batch: [item('i-2'), item('i-3')] });
       t.equal(b2.status, 200, b2.text);
       t.same((b2.body as { batch: unknown[] }).batch.length, 2, 'one answer per item');
+      // a key on the other route, on either node: 422 naming the first route, nothing delivered, no key left pending
+      const cross = await post(b, 'batch_events', { batch: [item('i-9'), { ...item('retry-1'), name: 'cross' }] });
+      t.equal(cross.status, 422, cross.text);
+      t.match(cross.body, { error: /^batch\[1\]: idempotency_key "retry-1" was first used on POST \/apps\/\{app_id\}\/events, not batch_events/ });
+      const back = await post(a, 'events', { name: 'cross', channel: ch, data: 'x', idempotency_key: 'i-1' });
+      t.equal(back.status, 422, back.text);
+      t.match(back.body, { error: /first used on POST \/apps\/\{app_id\}\/batch_events, not events/ });
+      const freed = await post(a, 'batch_events', { batch: [item('i-9')] });
+      t.equal(freed.status, 200, `the refused batch's other key is free: ${freed.text}`);
       await settleBoth([a, b], [ca, cb], ch);
       for (const c of [ca, cb]) {
         t.equal(delivered(c, ch, 'once').length, 1, 'the event delivered once to each node\'s subscriber');
-        t.same(delivered(c, ch, 'item').map((f) => f.data), ['i-1', 'i-2', 'i-3'], 'batch items: each once');
+        t.same(delivered(c, ch, 'item').map((f) => f.data), ['i-1', 'i-2', 'i-3', 'i-9'], 'batch items: each once');
+        t.equal(delivered(c, ch, 'cross').length, 0, 'nothing of a cross-route request');
       }
     });
 

@@ -2,9 +2,11 @@
 // metrics.token: with a token set, GET /metrics without `Authorization: Bearer <token>`
 // is answered 401 with a body naming what was wrong (nothing is collected); with the
 // token, 200 and the metrics. Without a token /metrics stays open. METRICS_TOKEN sets it.
+// metrics.host defaults to 127.0.0.1; a wildcard host without a token is refused at startup.
 // Runs with RINGCAST_TEST_WORKERS=1 and =4.
 
 import http from 'node:http';
+import { networkInterfaces } from 'node:os';
 import t from 'tap';
 import { loadConfig } from '../../src/config';
 import { APP, RawClient, startServer } from '../helpers/server';
@@ -68,3 +70,31 @@ t.test('without metrics.token, /metrics is open', async (t) => {
   t.equal(r.status, 200);
   t.match(r.text, /ringcast_connections_active/);
 });
+
+t.test('metrics.host is loopback by default; a wildcard host needs metrics.token', async (t) => {
+  const apps = [{ ...APP }];
+  t.equal(loadConfig({ env: {}, overrides: { apps } }).metrics.host, '127.0.0.1');
+  for (const host of ['0.0.0.0', '::']) {
+    t.throws(() => loadConfig({ env: {}, overrides: { apps, metrics: { enabled: true, host } } }),
+      /metrics\.host.*wildcard address: \/metrics would be open on every interface without a token; set metrics\.token/, `${host} without a token is refused`);
+    t.equal(loadConfig({ env: {}, overrides: { apps, metrics: { enabled: true, host, token: TOKEN } } }).metrics.host, host, `${host} with a token`);
+  }
+  t.equal(loadConfig({ env: { METRICS_HOST: '0.0.0.0' }, overrides: { apps } }).metrics.host, '0.0.0.0', 'metrics off: no listener, nothing refused');
+
+  // the default listener answers on loopback, and on no other interface
+  const srv = await startServer({ metrics: { enabled: true, port: 0 } });
+  t.teardown(() => srv.stop());
+  const port = srv.server.metricsPort!;
+  t.equal((await get(port)).status, 200, 'loopback scrape');
+  const other = Object.values(networkInterfaces()).flat().find((i) => i !== undefined && i.family === 'IPv4' && !i.internal);
+  if (other === undefined) return;
+  await t.rejects(getFrom(other.address, port), { code: 'ECONNREFUSED' }, `not on ${other.address}`);
+});
+
+function getFrom(host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host, port, path: '/metrics', agent: false }, (res) => { res.resume(); resolve(res.statusCode!); });
+    req.on('error', reject);
+    req.end();
+  });
+}

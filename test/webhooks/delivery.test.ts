@@ -158,6 +158,48 @@ t.test('sync queue: bounded, the overflow dropped and counted; what the grace pe
   t.same(last && { dropped: last.dropped, inflight: last.inflight }, { dropped: 1, inflight: 1 }, 'the stop gave up after the grace period, and said so');
 });
 
+t.test('sync queue: shared fairly between apps; one app\'s churn cannot drop another\'s webhooks', async (t) => {
+  const r = await startReceiver();
+  const OTHER = { id: 'other-app', key: 'other-key', secret: 'other-secret' };
+  const config = loadConfig({
+    env: {},
+    overrides: {
+      host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' },
+      metrics: { enabled: true, port: 0, host: '127.0.0.1' },
+      webhooks: { concurrency: 1, max_queue: 4, timeout_ms: 60_000 },
+      apps: [{ ...APP, webhooks: [{ url: r.url, event_types: ['channel_occupied'] }] },
+        { ...OTHER, webhooks: [{ url: r.url, event_types: ['channel_occupied'] }] }],
+    },
+  });
+  const logs: { msg: string; app?: string; suppressed?: number }[] = [];
+  const stream = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
+  const server = await start(config, pino({ level: 'warn' }, stream));
+  t.teardown(async () => { await server.stop(); await r.close(); });
+  const port = server.metricsPort!;
+  const dropped = (app: string) => metric(port, 'webhooks_dropped_total', { app_id: app, reason: 'queue_full' });
+  r.respond = () => 'hang';
+  const noisy = await RawClient.connect(`ws://127.0.0.1:${server.port}/app/${APP.key}`);
+  const quiet = await RawClient.connect(`ws://127.0.0.1:${server.port}/app/${OTHER.key}`);
+  t.teardown(async () => { await noisy.close(); await quiet.close(); });
+  // the noisy app fills the queue (one in flight, four waiting) and keeps churning
+  for (let i = 0; i < 8; i++) await noisy.subscribe(`churn-${i}`);
+  await eventually(async () => (await dropped(APP.id)) >= 1, 10_000, 'the noisy app\'s overflow dropped');
+  await quiet.subscribe('quiet-1');
+  await quiet.subscribe('quiet-2');
+  for (let i = 8; i < 12; i++) await noisy.subscribe(`churn-${i}`);
+  await eventually(async () => (await dropped(APP.id)) >= 8, 10_000, 'the noisy app\'s later jobs dropped');
+  t.equal(await dropped(OTHER.id), 0, 'none of the quiet app\'s');
+  const drops = logs.filter((l) => l.msg === 'webhook dropped' && l.app === APP.id);
+  t.ok(drops.length >= 1 && drops.length < 8, `the noisy app's drops logged at most once a second (${drops.length} lines for ${await dropped(APP.id)} drops)`);
+  t.equal(await metric(port, 'webhook_queue_size'), 5, 'still bounded: one in flight, four waiting');
+  // the queue drains: the quiet app's two are sent among the first (the apps take turns)
+  r.respond = () => 200;
+  r.release(200);
+  await r.until((q) => q.some((x) => x.body.events.some((e) => e.channel === 'quiet-2')), 20_000, 'the quiet app\'s webhooks');
+  const order = r.requests.map((q) => q.body.events[0].channel);
+  t.ok(order.indexOf('quiet-2') <= 4, `the quiet app's second webhook among the first sent: ${order.join(',')}`);
+});
+
 t.test('a graceful stop sends the queued requests (and their retries) before it resolves', async (t) => {
   const r = await startReceiver();
   const s = await serve(r, { timeout_ms: 300, retry: { initial_delay_ms: BASE, max_delay_ms: 60_000, max_retries: 3 } });

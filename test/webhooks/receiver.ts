@@ -21,6 +21,8 @@ export interface Receiver {
   requests: Received[];
   /** Every event of every request, in arrival order. */
   events(): Record<string, unknown>[];
+  /** Answers the requests left hanging so far with `status`. */
+  release(status: number): void;
   /** Answer to a request: a status, 'hang' (never answer), or 'reset' (cut the connection). */
   respond: (r: Received, index: number) => number | 'hang' | 'reset';
   /** Resolves once pred holds for the recorded requests (polled on each arrival). */
@@ -37,6 +39,10 @@ export async function startReceiver(path = '/hooks'): Promise<Receiver> {
     url: '', port: 0, requests,
     events: () => requests.flatMap((r) => r.body.events),
     respond: () => 200,
+    release(status) {
+      for (const r of hanging) r.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+      hanging.clear();
+    },
     until(pred, timeoutMs = 10_000, what = 'webhook requests') {
       if (pred(requests)) return Promise.resolve();
       return new Promise((resolve, reject) => {
