@@ -170,7 +170,7 @@ export function appStoreSuite(t: Test, b: StoreBackend): void {
     await eventually(async () => {
       await srv.server.appStore!.refresh();
       return srv.server.appStore!.status().ok;
-    }, 10_000, 'the store answers again');
+    }, 10_000, 'the store answers again').catch((err: unknown) => { throw new Error(`${(err as Error).message}: ${srv.server.appStore!.status().error}`); });
   });
 
   t.test(`${b.driver}: start-up with the store unreachable fails naming it`, async (t) => {

@@ -13,6 +13,7 @@ export const DYNAMO_ENV = { AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 't
 export class DynaliteServer {
   private readonly server: Server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
   private listening = false;
+  private paused = false;
   private constructor(public port: number) {}
 
   static async start(): Promise<DynaliteServer> {
@@ -29,10 +30,17 @@ export class DynaliteServer {
     return new DynamoDBClient({ region: 'us-east-1', endpoint: this.url, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } });
   }
 
-  /** Listens (again, on the same port, with the same tables). */
+  /** Listens, or after pause() takes connections again (the same port and tables). */
   async resume(): Promise<void> {
-    if (this.listening) return;
+    if (this.listening) {
+      this.paused = false;
+      return;
+    }
     const server = this.server;
+    // dynalite drops its tables when its server closes: a pause cuts connections instead
+    server.prependListener('connection', (socket) => {
+      if (this.paused) socket.destroy();
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.port, '127.0.0.1', () => {
@@ -44,8 +52,14 @@ export class DynaliteServer {
     this.listening = true;
   }
 
-  /** Stops listening (connections refused until resume()); the tables stay. */
-  async pause(): Promise<void> {
+  /** Every connection is cut (open ones now, new ones at once) until resume(); the tables stay. */
+  pause(): Promise<void> {
+    this.paused = true;
+    this.server.closeAllConnections();
+    return Promise.resolve();
+  }
+
+  async stopServer(): Promise<void> {
     if (!this.listening) return;
     this.listening = false;
     const s = this.server;
@@ -55,6 +69,6 @@ export class DynaliteServer {
   }
 
   stop(): Promise<void> {
-    return this.pause();
+    return this.stopServer();
   }
 }
