@@ -12,8 +12,14 @@
 import type { Logger } from 'pino';
 import { validateStoredApp } from '../config/apps';
 import type { AppConfig, Config } from '../config/types';
-import type { MetricsSink } from '../metrics/types';
 import { AppStoreUnavailable, createAppStore, type AppStore, type TableSchema } from './store';
+
+/** The metrics the app store keeps (metrics/types.ts MetricsSink is one: apps/ sits below metrics/). */
+export interface MetricsSink {
+  inc(name: 'app_store_reads_total' | 'app_store_rows_skipped_total', labels?: Record<string, string>): void;
+  set(name: 'app_store_apps' | 'app_store_stale', labels: undefined, value: number): void;
+  observe(name: 'app_store_read_duration_seconds', labels: undefined, value: number): void;
+}
 
 /** A failing store is logged at most this often. */
 const STALE_LOG_MS = 30_000;

@@ -4,7 +4,8 @@
 
 import t from 'tap';
 import { PostgresServer } from '../helpers/postgres';
-import { appStoreSuite } from '../helpers/app-store-suite';
+import { appStoreSuite, connectResult } from '../helpers/app-store-suite';
+import { eventually, startServer } from '../helpers/server';
 import { freePort } from '../helpers/net';
 
 const DB = 'ringcast';
@@ -22,7 +23,8 @@ t.test('postgres app store', async (t) => {
   t.teardown(() => pg.stop());
   await pg.query(`CREATE DATABASE ${DB}`);
   const closedPort = await freePort();
-  const database = (table: string) => ({ host: pg.host, port: pg.port, username: 'postgres', database: DB, table_name: table });
+  // trust authentication: the password is sent only if the server asks for one
+  const database = (table: string) => ({ host: pg.host, port: pg.port, username: 'postgres', password: 'unused', database: DB, table_name: table });
   appStoreSuite(t, {
     driver: 'postgres',
     config: (table) => ({ app_manager: { driver: 'postgres' }, database: { postgres: database(table) } }),
@@ -51,5 +53,15 @@ t.test('postgres app store', async (t) => {
     pause: () => pg.pause(),
     resume: () => pg.resume(),
     unreachable: () => ({ app_manager: { driver: 'postgres' }, database: { postgres: { ...database('apps'), port: closedPort } } }),
+  });
+
+  t.test('app_manager.table_schema named; app_manager.cache.enabled false: the table is read every second', async (t) => {
+    const srv = await startServer({
+      apps: [], app_manager: { driver: 'postgres', table_schema: 'sockudo', cache: { enabled: false, ttl: 3600 } }, database: { postgres: database('applications') },
+    });
+    t.teardown(() => srv.stop());
+    t.equal(srv.server.appStore?.status().table_schema, 'sockudo');
+    await pg.query("INSERT INTO applications (id, key, secret, max_connections, max_client_events_per_second) VALUES ('k3', 'k3-key', 'k3-secret', 1, 10)", [], DB);
+    await eventually(async () => (await connectResult(srv, 'k3-key')) === 'ok', 5000, 'the new row in force within about a second (ttl 3600 aside)');
   });
 });

@@ -38,7 +38,7 @@ export function mysqlStore(config: Config): SqlAppStore {
   return new SqlAppStore('mysql', name, {
     async query(sql, params) {
       const [rows, fields] = await pool.query<RowDataPacket[]>({ sql, timeout: STORE_TIMEOUT_MS }, params);
-      return { rows: rows as Record<string, unknown>[], fields: (fields as FieldPacket[]).map((f) => f.name) };
+      return { rows, fields: fields.map((f: FieldPacket) => f.name) };
     },
     async execute(sql, params) {
       const [r] = await pool.query<ResultSetHeader>({ sql, timeout: STORE_TIMEOUT_MS }, params);
