@@ -107,7 +107,7 @@ export class ListenError extends Error {
   readonly code = 'RC_ERR_LISTEN';
 }
 
-async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger, webhooks: WebhookService | null): Promise<Started | null> {
+async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger, webhooks: WebhookService | null, appStoreUp: SharedArrayBuffer): Promise<Started | null> {
   const shards = config.workers;
   // Threads of the mesh: the shards, the primary (index shards), the delta sequencer (shards + 1).
   const deltaOn = config.delta_compression.enabled;
@@ -148,7 +148,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, clusterUp, bridge, port, testHooks, delta };
+  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, clusterUp, appStoreUp, bridge, port, testHooks, delta };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {
@@ -206,7 +206,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     const port = config.port === 0 ? await freePort(config.host) : config.port;
     // A cluster adapter needs every local publish on the primary (channels/bridge.ts).
     const transport = createTransport(config);
-    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks)
+    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks, appSync?.up ?? new SharedArrayBuffer(4))
       .catch(async (err: unknown) => {
         await transport?.close().catch(() => undefined);
         return rollback(err);

@@ -68,6 +68,9 @@ export class AppSync {
   private error: string | null = null;
   private loggedAt = 0;
   private apply: ((apps: AppConfig[]) => Promise<unknown>) | null = null;
+  /** Int32[1] the shards read for /up (shard/init.ts appStoreUp): 1 while the last read succeeded. */
+  readonly up = new SharedArrayBuffer(4);
+  private readonly upFlag = new Int32Array(this.up);
 
   private constructor(readonly store: AppStore, private readonly schema: TableSchema, private readonly config: Config,
     stored: AppConfig[], private readonly log: Logger, private readonly metrics: MetricsSink) {
@@ -75,6 +78,7 @@ export class AppSync {
     this.stored = stored;
     metrics.set('app_store_apps', undefined, stored.length);
     metrics.set('app_store_stale', undefined, 0);
+    Atomics.store(this.upFlag, 0, 1);
   }
 
   /** Opens the store of `config` and reads its apps; rejects (AppStoreUnavailable, naming the store) when it cannot. */
@@ -143,6 +147,7 @@ export class AppSync {
     } catch (err) {
       this.error = (err as Error).message;
       this.metrics.set('app_store_stale', undefined, 1);
+      Atomics.store(this.upFlag, 0, 0);
       if (Date.now() - this.loggedAt >= STALE_LOG_MS) {
         this.loggedAt = Date.now();
         this.log.warn({ store: this.store.name, error: this.error, apps: this.stored.length }, 'app store unreachable: the apps read before are served');
@@ -154,6 +159,7 @@ export class AppSync {
     this.loggedAt = 0;
     this.lastRead = Date.now();
     this.metrics.set('app_store_stale', undefined, 0);
+    Atomics.store(this.upFlag, 0, 1);
     const stored = usableApps(rows, this.configured, this.config, this.log, this.metrics);
     if (JSON.stringify(stored) === JSON.stringify(this.stored)) return;
     this.stored = stored;

@@ -24,6 +24,8 @@ export interface ShardInit {
   counters: SharedArrayBuffer;
   /** Int32[1], written by the primary: 1 while the cluster adapter's backend is reachable (adapter.driver not local). */
   clusterUp: SharedArrayBuffer;
+  /** Int32[1], written by the primary (apps/sync.ts): 1 while the database app store's last read succeeded (unused with app_manager.driver array). */
+  appStoreUp: SharedArrayBuffer;
   /** Interest routing table (channels/interest.ts): which shards have subscribers of a channel. */
   interest: SharedArrayBuffer;
   /**

@@ -39,6 +39,11 @@ export async function connectResult(srv: TestServer, key: string, origin?: strin
   return c.closed();
 }
 
+async function up(srv: TestServer): Promise<Record<string, unknown>> {
+  const r = await fetch(`http://127.0.0.1:${srv.port}/up`);
+  return await r.json() as Record<string, unknown>;
+}
+
 const SOKETI_WEBHOOKS = JSON.stringify([{ url: 'https://example.com/hook', event_types: ['channel_occupied'], filter: { channel_name_starts_with: 'x' } }]);
 
 /** soketi rows by soketi's SQL column names; `pascal` for its DynamoDB attribute names. */
@@ -166,11 +171,13 @@ export function appStoreSuite(t: Test, b: StoreBackend): void {
     t.match(srv.server.appStore!.status().error, new RegExp(`app store ${b.driver}`), 'the error names the store');
     t.equal(await connectResult(srv, 'r1-key'), 'ok', 'a cached app still connects');
     t.equal(await connectResult(srv, 'nobody'), 4001, 'an unknown key is refused at once');
+    t.match(await up(srv), { status: 'ok', app_store: 'stale' }, '/up: still up, the store stale');
     await b.resume();
     await eventually(async () => {
       await srv.server.appStore!.refresh();
       return srv.server.appStore!.status().ok;
     }, 10_000, 'the store answers again').catch((err: unknown) => { throw new Error(`${(err as Error).message}: ${srv.server.appStore!.status().error}`); });
+    t.match(await up(srv), { app_store: 'ok' }, '/up: the store ok again');
   });
 
   t.test(`${b.driver}: start-up with the store unreachable fails naming it`, async (t) => {
