@@ -3,6 +3,7 @@
 
 import { existsSync } from 'node:fs';
 import { checkConfig } from './check-config';
+import { initAppStore } from './apps/init';
 import { ConfigError, loadConfig } from './config';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
@@ -14,6 +15,9 @@ const USAGE = `Usage:
   ringcast check-config [--config FILE]
                                    print the effective configuration (secrets masked), or
                                    its errors; exit status 0, or 78 when it is invalid
+  ringcast app-store init [--config FILE]
+                                   create ringcast's own apps table in the database of
+                                   app_manager.driver (postgres, mysql, dynamodb)
   ringcast --help                  show this help
   ringcast --version               print the version
 
@@ -36,7 +40,12 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const cmd = args.shift();
-  if (cmd !== 'start' && cmd !== 'check-config') {
+  const sub = cmd === 'app-store' ? args.shift() : undefined;
+  if (cmd === 'app-store' && sub !== 'init') {
+    process.stderr.write(`ringcast: app-store ${sub === undefined ? 'needs a subcommand' : `has no subcommand "${sub}"`}: init\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (cmd !== 'start' && cmd !== 'check-config' && cmd !== 'app-store') {
     process.stderr.write(`ringcast: ${cmd === undefined ? 'missing command' : `unknown command "${cmd}"`}\n\n${USAGE}\n`);
     return 2;
   }
@@ -60,6 +69,9 @@ export async function main(argv: string[]): Promise<number> {
   if (file === null && existsSync('config.yaml')) file = 'config.yaml';
   if (cmd === 'check-config') {
     return checkConfig(file, process.env, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
+  }
+  if (cmd === 'app-store') {
+    return initAppStore(file, process.env, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
   }
 
   let config;

@@ -15,6 +15,7 @@ import { CacheChannels } from './channels/cache';
 import { checkSharedCache } from './channels/shared-cache';
 import { ConnectionCounters } from './channels/counters';
 import { allocateInterest, Interest } from './channels/interest';
+import { deepFreeze } from './config/freeze';
 import { assertSupported } from './config/support';
 import type { Config } from './config/types';
 import { createLogger } from './log';
@@ -28,6 +29,7 @@ import { noMetrics } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent } from './shard/init';
 import { askEvery, freePort, spawnShard, stopShards, type ShardHandle } from './primary/spawn';
 import { createReloader, type ReloadResult } from './reload/primary';
+import { AppSync } from './apps/sync';
 import { slotCapacity, type AppsApplied } from './reload/plan';
 import { openConsole } from './primary/console';
 import { startPrimaryCluster } from './primary/cluster';
@@ -90,6 +92,8 @@ export interface RunningServer {
    * local API and client events. null when not asked for.
    */
   readonly bridge: Bridge | null;
+  /** The database app store (app_manager.driver postgres, mysql, dynamodb; apps/sync.ts); null with array. */
+  readonly appStore: AppSync | null;
   /** This process as a node of a cluster (adapter.driver redis, redis-cluster, nats); null with `local`. */
   readonly cluster: Pick<ClusterNode, 'id' | 'nodes' | 'isUp' | 'buckets'> | null;
 }
@@ -103,7 +107,7 @@ export class ListenError extends Error {
   readonly code = 'RC_ERR_LISTEN';
 }
 
-async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger, webhooks: WebhookService | null): Promise<Started | null> {
+async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger, webhooks: WebhookService | null, appStoreUp: SharedArrayBuffer): Promise<Started | null> {
   const shards = config.workers;
   // Threads of the mesh: the shards, the primary (index shards), the delta sequencer (shards + 1).
   const deltaOn = config.delta_compression.enabled;
@@ -113,7 +117,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
     ? { sequencer: shards + 1, interest: { fossil: allocateInterest(shards), xdelta3: allocateInterest(shards) } } : null;
   const sequencer = delta
     ? await spawnSequencer({ config, shards, index: delta.sequencer, topology, interest: delta.interest, testHooks }, log) : null;
-  const counters = ConnectionCounters.allocate(slotCapacity(config.apps.length));
+  const counters = ConnectionCounters.allocate(slotCapacity(config.apps.length, config.app_manager.driver !== 'array'));
   const ratelimit = allocateRateLimiterMemory(config);
   const interest = allocateInterest(shards);
   const clusterUp = new SharedArrayBuffer(8);
@@ -146,7 +150,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, buckets, clusterUp, bridge, port, testHooks, delta };
+  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, buckets, clusterUp, appStoreUp, bridge, port, testHooks, delta };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {
@@ -181,9 +185,13 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   await checkSharedCache(config);
   /** The primary's own metrics (e.g. shard_restarts_total); null when metrics are off. */
   const primaryMetrics = config.metrics.enabled ? new PromMetrics(config.metrics.prefix) : null;
+  // A database app store must answer now (AppStoreUnavailable naming it if not); its apps join the configured ones.
+  const appSync = await AppSync.open(config, log, primaryMetrics ?? noMetrics);
+  if (appSync) config = deepFreeze({ ...config, apps: appSync.apps() });
   // Webhooks are sent from this thread; a redis queue must answer now (WebhookQueueUnavailable if not).
   const resources = new StartedResources(log);
-  const webhooks = appsWithWebhooks(config) ? await startWebhookService(config, log, primaryMetrics ?? noMetrics) : null;
+  if (appSync) resources.add('app store', () => appSync.stop());
+  const webhooks = appsWithWebhooks(config) || appSync !== null ? await startWebhookService(config, log, primaryMetrics ?? noMetrics) : null;
   if (webhooks) resources.add('webhook service', () => webhooks.stop(0));
   /** A step that failed: everything started before it stops, then the error goes up. */
   const rollback = async (err: unknown): Promise<never> => {
@@ -200,7 +208,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     const port = config.port === 0 ? await freePort(config.host) : config.port;
     // A cluster adapter needs every local publish on the primary (channels/bridge.ts).
     const transport = createTransport(config);
-    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks)
+    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks, appSync?.up ?? new SharedArrayBuffer(4))
       .catch(async (err: unknown) => {
         await transport?.close().catch(() => undefined);
         return rollback(err);
@@ -239,7 +247,8 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       resources.add('metrics listener', () => metricsServer?.close());
       log.info({ host: m.host, port: metricsServer.port }, 'metrics listening on /metrics');
     }
-    const reloader = createReloader(config, started.base, (cmd) => askEvery(started.handles, cmd, isApplied, RELOAD_APPLY_TIMEOUT_MS), slotCapacity(config.apps.length), log);
+    const reloader = createReloader(config, started.base, (cmd) => askEvery(started.handles, cmd, isApplied, RELOAD_APPLY_TIMEOUT_MS), slotCapacity(config.apps.length, appSync !== null), log);
+    appSync?.start((apps) => reloader.reload({ ...reloader.current(), apps }));
     let consoleServer: ConsoleServer | null = null;
     if (config.console.enabled) {
       const cc = config.console;
@@ -262,7 +271,8 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       consolePort: consoleServer?.port ?? null,
       redirectPort: redirect?.port ?? null,
       get config() { return reloader.current(); },
-      reload: (next) => reloader.reload(next),
+      reload: (next) => reloader.reload(appSync ? appSync.withStored(next) : next),
+      appStore: appSync,
       bridge: opts.bridge ? started.endpoint : null,
       cluster,
       testPauseBus(shard: number, ms: number) {

@@ -117,10 +117,28 @@ export const AppSchema = Type.Object({
 
 export const AppList = Type.Union([Type.Array(AppSchema), Type.Null()], { default: [], ...meta({ doc: 'Apps, each with id, key, secret and optional settings (docs/configuration.md, "Apps"); both lists are used. Ids and keys must be unique.', rule: 'must be a list of apps' }) });
 
+/** The app store settings of `app_manager` (its `array.apps` list aside): in `Config.app_manager`. */
+export const AppStoreSchema = section({
+  driver: oneOf(['array', 'memory', 'postgres', 'mysql', 'dynamodb'], 'array', {
+    doc: 'The app store: array (apps from the configuration only), postgres, mysql or dynamodb (apps from a table of database.<driver>, plus the configured ones; docs/app-stores.md); memory is not in this build.',
+    env: 'APP_MANAGER_DRIVER', ours: true,
+  }),
+  table_schema: oneOf(['auto', 'ringcast', 'soketi', 'sockudo'], 'auto', {
+    doc: 'Shape of the apps table: auto (detected from its columns or attributes), ringcast (made by `ringcast app-store init`), soketi or sockudo (their tables read as they are).',
+    env: 'APP_MANAGER_TABLE_SCHEMA', ours: true,
+  }),
+  cache: section({
+    enabled: bool(true, { doc: 'Keep the apps of the table in memory, read again every ttl seconds; false: read again every second.', env: 'APP_MANAGER_CACHE_ENABLED', ours: true }),
+    ttl: int(60, 1, { max: 86400, doc: 'Seconds between two reads of the apps table: a change made in the database is in force within this.', env: 'APP_MANAGER_CACHE_TTL', ours: true }),
+  }, 'The in-memory copy of the apps table.'),
+}, 'Where apps come from.');
+
 export const AppManagerSchema = section({
-  driver: oneOf(['array', 'memory'], 'array', { doc: 'The app store: array (apps from the configuration); memory is not in this build.' }),
+  ...AppStoreSchema.properties,
   array: section({ apps: AppList }, 'The array app store.'),
 }, 'Where apps come from.');
+
+export type AppStoreConfig = StaticDecode<typeof AppStoreSchema>;
 
 type AppDecoded = StaticDecode<typeof AppSchema>;
 /** An app with every limit resolved (app value, else the global default). */

@@ -4,8 +4,8 @@
 // schema cannot state (unique ids and keys, header names, Lambda ARNs) and the limits an
 // app leaves out resolved from the global config (`x-default-from`).
 
-import { AppManagerSchema, AppSchema, HEADER_NAME, type AppConfig, type GlobalConfig } from './schema';
-import { isMapping, type Checker } from './checker';
+import { AppSchema, HEADER_NAME, type AppConfig, type GlobalConfig } from './schema';
+import { Checker, isMapping } from './checker';
 import { check, decode, keyOf } from './issues';
 import { appDefaults } from './defaults';
 import { appHooks } from './hooks';
@@ -22,8 +22,7 @@ interface Entry { path: string; raw: unknown; keyOf: (path: (string | number)[])
 export function validateApps(c: Checker, tree: Record<string, unknown>, g: GlobalConfig, envApp: EnvApp | null): AppConfig[] {
   const entries: Entry[] = [];
   const am = tree.app_manager as Record<string, unknown>;
-  // Apps come from the configuration (the array driver); the spec's other app stores are not in this build.
-  check(c, AppManagerSchema.properties.driver, am.driver, () => 'app_manager.driver');
+  // Apps come from the configuration (the array driver) and, with a database driver, from its table too (apps/store/).
   if (am.driver === 'memory') {
     c.fail('app_manager.driver', 'must be array: the memory app store is not in this build of ringcast (apps come from the configuration)', 'memory');
   }
@@ -46,6 +45,7 @@ export function validateApps(c: Checker, tree: Record<string, unknown>, g: Globa
     else entries.push(envEntry);
   }
   if (entries.length === 0) {
+    if (am.driver !== 'array') return []; // the apps are in the database
     c.report('apps', 'no apps configured: set apps in config.yaml or SERVICE_DEFAULT_APP_ID/KEY/SECRET');
     return [];
   }
@@ -107,4 +107,20 @@ function appRules(c: Checker, e: Entry, app: AppConfig): void {
 /** A Lambda function ARN (region taken from it by webhooks/lambda.ts). */
 function lambdaArn(s: string): boolean {
   return /^arn:[a-z-]+:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$/.test(s);
+}
+
+/**
+ * One app read from a database app store (apps/store/), checked with the same schema and
+ * rules as a configured one; `label` names it in messages (`postgres apps row id=7`).
+ * Returns the app, or the messages of what is wrong with it.
+ */
+export function validateStoredApp(raw: Record<string, unknown>, g: GlobalConfig, label: string): { app: AppConfig | null; issues: string[] } {
+  const c = new Checker();
+  const e: Entry = { path: label, raw, keyOf: (p) => (p.length === 0 ? label : `${label}: ${keyOf('', p)}`) };
+  check(c, AppSchema, raw, e.keyOf);
+  if (c.issues.length > 0) return { app: null, issues: c.issues.map((i) => i.message) };
+  const app = resolve(decode(AppSchema, raw) as Record<string, unknown>, g);
+  app.hooks = raw.hooks === undefined || raw.hooks === null ? null : appHooks(c, e.keyOf(['hooks']), raw.hooks);
+  appRules(c, e, app);
+  return c.issues.length > 0 ? { app: null, issues: c.issues.map((i) => i.message) } : { app, issues: [] };
 }

@@ -103,4 +103,25 @@ export const database = section({
     min: int(2, 0, { doc: 'Refused when changed.', env: 'DATABASE_POOL_MIN' }),
     max: int(10, 1, { doc: 'Refused when changed.', env: 'DATABASE_POOL_MAX' }),
   }, 'Connection pools (refused when changed).'),
-}, 'Backends of the redis and redis-cluster drivers.');
+  postgres: section({
+    host: str('127.0.0.1', { doc: 'PostgreSQL host (or a directory holding its Unix socket).', env: 'DATABASE_POSTGRES_HOST', ours: true }),
+    port: port(5432, { doc: 'PostgreSQL port.', env: 'DATABASE_POSTGRES_PORT', ours: true }, 1),
+    username: str('postgres', { doc: 'User name.', env: 'DATABASE_POSTGRES_USERNAME', ours: true }),
+    password: optStr({ doc: 'Password; null = none.', env: 'DATABASE_POSTGRES_PASSWORD', ours: true }),
+    database: str('ringcast', { doc: 'Database name.', env: 'DATABASE_POSTGRES_DATABASE', ours: true }),
+    table_name: str('apps', { doc: 'Table of the apps (app_manager.driver postgres).', env: 'DATABASE_POSTGRES_TABLE_NAME', ours: true }),
+  }, 'PostgreSQL, for app_manager.driver postgres.'),
+  mysql: section({
+    host: str('127.0.0.1', { doc: 'MySQL / MariaDB host (or a directory holding its Unix socket).', env: 'DATABASE_MYSQL_HOST', ours: true }),
+    port: port(3306, { doc: 'MySQL / MariaDB port.', env: 'DATABASE_MYSQL_PORT', ours: true }, 1),
+    username: str('root', { doc: 'User name.', env: 'DATABASE_MYSQL_USERNAME', ours: true }),
+    password: optStr({ doc: 'Password; null = none.', env: 'DATABASE_MYSQL_PASSWORD', ours: true }),
+    database: str('ringcast', { doc: 'Database name.', env: 'DATABASE_MYSQL_DATABASE', ours: true }),
+    table_name: str('apps', { doc: 'Table of the apps (app_manager.driver mysql).', env: 'DATABASE_MYSQL_TABLE_NAME', ours: true }),
+  }, 'MySQL / MariaDB, for app_manager.driver mysql.'),
+  dynamodb: section({
+    region: str('us-east-1', { doc: 'AWS region (credentials the AWS SDK\'s usual way, e.g. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).', env: 'DATABASE_DYNAMODB_REGION', ours: true }),
+    table_name: str('apps', { doc: 'Table of the apps (app_manager.driver dynamodb).', env: 'DATABASE_DYNAMODB_TABLE_NAME', ours: true }),
+    endpoint_url: optStr({ doc: 'Endpoint URL of a DynamoDB-compatible server; null = AWS\'s for the region.', env: 'DATABASE_DYNAMODB_ENDPOINT_URL', ours: true }),
+  }, 'DynamoDB, for app_manager.driver dynamodb.'),
+}, 'Backends of the redis and redis-cluster drivers and of the database app stores.');

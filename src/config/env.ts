@@ -7,7 +7,7 @@
 
 import { ConfigError, parseHostPort, parseOctalMode } from './checker';
 import type { EnvApp } from './apps';
-import { AppSchema, GlobalSchema } from './schema';
+import { AppSchema, AppStoreSchema, GlobalSchema } from './schema';
 import { leaves } from './issues';
 
 export type Kind = 'str' | 'num' | 'numOrNull' | 'bool' | 'list' | 'nodes' | 'mode';
@@ -30,7 +30,7 @@ function envTable(entries: [string, Record<string, unknown>][]): Record<string, 
 }
 
 /** env var → [dotted config path, how to parse it], from the schema's `x-env`. */
-export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = envTable(leaves(GlobalSchema));
+export const ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> = envTable([...leaves(GlobalSchema), ...leaves(AppStoreSchema, 'app_manager.')]);
 
 /** Default app env vars → app field (AppSchema's `x-env`). The first three are required together. */
 export const APP_ENV_VARS: Readonly<Record<string, readonly [string, Kind]>> =

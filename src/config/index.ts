@@ -13,7 +13,7 @@ import type { AppConfig, Config } from './types';
 import { defaultRawTree } from './defaults';
 import { parseEnv } from './env';
 import { Checker, ConfigError, isMapping, show, suggest } from './checker';
-import { GlobalSchema, type GlobalConfig } from './schema';
+import { AppStoreSchema, GlobalSchema, type AppStoreConfig, type GlobalConfig } from './schema';
 import { check, decode, keyOf } from './issues';
 import { clusterHistoryRule, globalRules } from './rules';
 import { validateApps } from './apps';
@@ -38,7 +38,7 @@ export type AppInput = { id: string | number; key: string | number; secret: stri
 /** A plain object in the same shape as config.yaml. */
 export type ConfigInput = DeepPartial<GlobalConfig> & {
   apps?: AppInput[] | null;
-  app_manager?: { driver?: 'array' | 'memory'; array?: { apps?: AppInput[] | null } | null } | null;
+  app_manager?: (DeepPartial<AppStoreConfig> & { array?: { apps?: AppInput[] | null } | null }) | null;
 };
 
 export interface LoadConfigOptions {
@@ -71,10 +71,13 @@ export function loadConfig(opts: LoadConfigOptions = {}): Config {
   check(c, GlobalSchema, globalTree, (p) => keyOf('', p));
   const global = decode(GlobalSchema, globalTree) as GlobalConfig;
   globalRules(c, global);
+  const { array: _array, ...storeTree } = tree.app_manager as Record<string, unknown>;
+  check(c, AppStoreSchema, storeTree, (p) => keyOf('app_manager', p));
+  const appManager = decode(AppStoreSchema, storeTree) as AppStoreConfig;
   const apps = validateApps(c, tree, global, env.app);
   clusterHistoryRule(c, global, apps);
   c.throwIfAny();
-  return deepFreeze({ ...global, apps });
+  return deepFreeze({ ...global, apps, app_manager: appManager });
 }
 
 function readYaml(file: string): Record<string, unknown> {

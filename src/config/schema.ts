@@ -28,13 +28,13 @@ import { adapter, cache, database, queue, rateLimiter } from './backends-schema'
 import { channelLimits, deltaCompression, eventLimits, history, idempotency, presence, protocol, tagFiltering } from './channels-schema';
 import { hookClient, webhooks } from './backend-calls-schema';
 import { liveConsole, log, metrics } from './ops-schema';
-import { AppList, AppManagerSchema, type AppConfig } from './app-schema';
+import { AppList, AppManagerSchema, type AppConfig, type AppStoreConfig } from './app-schema';
 
 export { HEADER_NAME, MAX_HISTORY_SIZE, MAX_WORKERS, WEBHOOK_EVENT_TYPES };
 export { BYTES_PER_CONNECTION } from './server-schema';
 export { MIN_CLUSTER_SECRET } from './backends-schema';
-export { AppManagerSchema, AppSchema, ChannelDeltaValue, ChannelHistoryValue, WebhookSchema } from './app-schema';
-export type { AppConfig, ChannelDeltaSetting, ChannelHistorySetting, WebhookConfig } from './app-schema';
+export { AppManagerSchema, AppStoreSchema, AppSchema, ChannelDeltaValue, ChannelHistoryValue, WebhookSchema } from './app-schema';
+export type { AppConfig, AppStoreConfig, ChannelDeltaSetting, ChannelHistorySetting, WebhookConfig } from './app-schema';
 
 export const GlobalSchema = Type.Object({
   ...serverKeys,
@@ -79,4 +79,4 @@ export type GlobalConfig = StaticDecode<typeof GlobalSchema>;
 export type HistoryConfig = GlobalConfig['history'];
 export type IdempotencyConfig = GlobalConfig['idempotency'];
 /** The validated, frozen configuration handed to every thread (structured-clone safe). */
-export type Config = GlobalConfig & { apps: AppConfig[] };
+export type Config = GlobalConfig & { apps: AppConfig[]; app_manager: AppStoreConfig };

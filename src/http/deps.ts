@@ -30,6 +30,8 @@ export interface ApiDeps {
   clusterBusy?: () => boolean;
   /** cache.driver redis / redis-cluster: whether its Redis is reachable (absent: no shared cache). */
   cacheUp?: () => boolean;
+  /** app_manager.driver postgres, mysql, dynamodb: whether the app store's last read succeeded (absent: array). */
+  appStoreUp?: () => boolean;
   /** history.driver redis / redis-cluster: whether its Redis can number and deliver now (absent: the memory driver). */
   historyUp?: () => boolean;
   /** Backend publish hook (hooks/publish.ts); null (or absent) when no app has hooks. */

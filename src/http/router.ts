@@ -214,7 +214,9 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   uws.get('/up', (res, req) => {
     const startedAt = performance.now();
     const cors = corsHeaders(config.cors, req.getHeader('origin') || null);
-    writeResponse(res, { status: 200, body: { status: 'ok', timestamp: Math.floor(Date.now() / 1000) } }, cors);
+    // a database app store that does not answer: the apps read before are served (still up), and said so
+    const store = deps.appStoreUp ? { app_store: deps.appStoreUp() ? 'ok' : 'stale' } : {};
+    writeResponse(res, { status: 200, body: { status: 'ok', timestamp: Math.floor(Date.now() / 1000), ...store } }, cors);
     observeHttp('GET', '/up', 200, startedAt);
   });
   uws.get('/up/:appId', (res, req) => {

@@ -50,6 +50,8 @@ const COUNTERS: Record<CounterName, Def> = {
   delta_coordination_fallbacks_total: { help: 'Delta messages decided locally because the cluster-wide stream position did not come (cluster_coordination)', labels: [] },
   bus_full_total: { help: 'Frames refused because an internal ring and its spill queue were full (source: api, client_event, member_event, owner, history, webhook, delta_frame)', labels: ['source'] },
   shard_restarts_total: { help: 'Shard threads restarted after a crash', labels: [] },
+  app_store_reads_total: { help: 'Reads of the apps table of a database app store (app_manager.driver; result: ok, error)', labels: ['result'] },
+  app_store_rows_skipped_total: { help: 'Rows of the apps table not used because they are not a valid app (each logged)', labels: [] },
   owner_reconcile_corrections_total: { help: 'Corrections of the periodic owner reconciliation (kind: subscription = a subscription counted anew, join / leave = a presence socket added / removed, member_event = a member event re-sent to one shard, count_event = a subscription_count re-sent, webhook = a webhook transition re-decided, user = the signed-in connections of a user on one shard counted anew (watchlists))', labels: ['kind'] },
   webhooks_sent_total: { help: 'Webhook requests delivered (2xx answer, or a Lambda invoke accepted)', labels: ['app_id'] },
   webhooks_failed_total: { help: 'Webhook requests given up (reason: status (a 4xx or the last retryable answer), network, timeout, config)', labels: ['app_id', 'reason'] },
@@ -79,6 +81,8 @@ const COUNTERS: Record<CounterName, Def> = {
 
 const GAUGES: Record<GaugeName, Def> = {
   connections_active: { help: 'Open WebSocket connections', labels: ['app_id'] },
+  app_store_apps: { help: 'Apps of the database app store in force (the configured ones aside)', labels: [] },
+  app_store_stale: { help: '1 while the last read of the database app store failed: the apps read before are served', labels: [] },
   channels_active: { help: 'Occupied channels', labels: ['app_id'] },
   presence_members: { help: 'Members of a presence channel', labels: ['app_id', 'channel'] },
   websocket_buffer_usage: { help: 'Bytes buffered for sending, summed over sockets', labels: [] },
@@ -99,6 +103,11 @@ const HISTOGRAMS: Record<HistogramName, Def & { buckets: number[] }> = {
     help: 'HTTP request duration on the main listener (path: the route pattern)',
     labels: ['method', 'path'],
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  },
+  app_store_read_duration_seconds: {
+    help: 'Reads of the apps table of a database app store: time to the answer (or the failure)',
+    labels: [],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
   },
   hook_duration_seconds: {
     help: 'Backend hook calls: time from sending to the answer (or the failure), per hook',

@@ -28,6 +28,8 @@ export type CounterName =
   | 'bus_full_total'
   /** ours: shard threads restarted by the primary after a crash */
   | 'shard_restarts_total'
+  /** ours: reads of a database app store's table (result: ok, error; apps/sync.ts) */
+  | 'app_store_reads_total' | 'app_store_rows_skipped_total'
   /** ours: what the periodic owner reconciliation corrected (kind: subscription, join, leave, member_event, count_event, webhook) */
   | 'owner_reconcile_corrections_total'
   /** ours: webhook requests delivered (2xx), failed for good, retried, or dropped before sending */
@@ -65,6 +67,8 @@ export type CounterName =
 export type GaugeName =
   | 'connections_active' | 'channels_active' | 'presence_members'
   | 'websocket_buffer_usage' | 'cluster_nodes_active' | 'adapter_buckets_subscribed'
+  /** ours: apps read from a database app store now in force; 1 while its last read failed (the apps in memory are served) */
+  | 'app_store_apps' | 'app_store_stale'
   /** ours: bytes waiting in writer-side spill queues of this thread's rings */
   | 'bus_spill_bytes'
   /** ours: webhook requests waiting to be sent or retried (primary) */
@@ -78,7 +82,7 @@ export type GaugeName =
   /** ours (console/): bytes of the live log waiting in the send buffers of the console's streams */
   | 'console_stream_buffered_bytes';
 
-export type HistogramName = 'http_request_duration_seconds' | 'hook_duration_seconds';
+export type HistogramName = 'http_request_duration_seconds' | 'hook_duration_seconds' | 'app_store_read_duration_seconds';
 
 export type Labels = Record<string, string>;
 

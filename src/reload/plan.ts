@@ -80,7 +80,10 @@ export function planReload(current: Config, slots: AppSlots, next: Config, capac
   return plan;
 }
 
-/** How many slots the shared counters get at start: the apps, plus room for apps added by reloads. */
-export function slotCapacity(apps: number): number {
-  return apps + 1024;
+/**
+ * How many slots the shared counters get at start: the apps, plus room for apps added by
+ * reloads; more with a database app store (`store`), whose apps come and go without a restart.
+ */
+export function slotCapacity(apps: number, store = false): number {
+  return store ? apps * 2 + 65_536 : apps + 1024;
 }

@@ -28,6 +28,8 @@ export interface ShardInit {
    * (API publishes are answered 503 then: primary/cluster.ts).
    */
   clusterUp: SharedArrayBuffer;
+  /** Int32[1], written by the primary (apps/sync.ts): 1 while the database app store's last read succeeded (unused with app_manager.driver array). */
+  appStoreUp: SharedArrayBuffer;
   /** Interest routing table (channels/interest.ts): which shards have subscribers of a channel. */
   interest: SharedArrayBuffer;
   /** Int32[adapter.buckets], written by the primary: 1 while the node subscribes the bucket (adapter/buckets.ts); null without a cluster adapter. */

@@ -97,11 +97,13 @@ bus.start({
 });
 
 const clusterUp = new Int32Array(init.clusterUp);
+const appStoreUp = new Int32Array(init.appStoreUp);
 registerRoutes(uws, {
   config, apps: ctx.apps, publisher: ctx.publisher, directory: ctx.directory, log: logOf('http'), metrics: ctx.metrics, limiter, cache: ctx.cache,
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
   clusterBusy: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 1) === 1,
   cacheUp: sharedCache ? () => sharedCache.isUp() : undefined,
+  appStoreUp: config.app_manager.driver === 'array' ? undefined : () => Atomics.load(appStoreUp, 0) === 1,
   hooks: hooks.publish,
   ...ctx.history.api,
   stopping: () => ctx.stopping,

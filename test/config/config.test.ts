@@ -45,8 +45,9 @@ const withApp = (o: Record<string, unknown>): LoadConfigOptions =>
 
 t.test('defaults', async (t) => {
   const cfg = load();
-  const { apps, ...global } = cfg;
+  const { apps, app_manager: appManager, ...global } = cfg;
   t.same(global, defaultConfig());
+  t.same(appManager, { driver: 'array', table_schema: 'auto', cache: { enabled: true, ttl: 60 } });
   t.equal(cfg.port, 6001);
   t.equal(cfg.host, '0.0.0.0');
   t.equal(cfg.unix_socket.permission_mode, 0o660);
@@ -75,8 +76,9 @@ t.test('app limits default to the resolved global values', async (t) => {
 
 t.test('the root config.yaml runs as is', async (t) => {
   const cfg = loadConfig({ file: resolve(__dirname, '../../../config.yaml'), env: {} });
-  const { apps, ...global } = cfg;
+  const { apps, app_manager: appManager, ...global } = cfg;
   t.same(global, defaultConfig(), 'every value written there is the default');
+  t.equal(appManager.driver, 'array');
   t.match(apps, [{ id: 'app-id', key: 'app-key', secret: 'app-secret' }]);
   t.equal(apps.length, 1);
 });
@@ -290,7 +292,7 @@ t.test('validation messages name the key and the rule', async (t) => {
     [{ sssl: { enabled: true } }, 'sssl', 'sssl is not a known setting (did you mean "ssl"?) (from overrides)'],
     [{ adapter: { drver: 'redis' } }, 'adapter.drver', 'adapter.drver is not a known setting (did you mean "driver"?)'],
     [{ ssl: true }, 'ssl', 'ssl must be a mapping of settings, got true'],
-    [{ app_manager: { driver: 'mysql', array: { apps: [APP] } } }, 'app_manager.driver', 'app_manager.driver must be one of array, memory, got "mysql"'],
+    [{ app_manager: { driver: 'oracle', array: { apps: [APP] } } }, 'app_manager.driver', 'app_manager.driver must be one of array, memory, postgres, mysql, dynamodb, got "oracle"'],
     [{ app_manager: { array: { apps: [APP] } }, apps: {} }, 'apps', 'apps must be a list of apps, got {}'],
   ];
   for (const [o, key, rule] of cases) fails(t, JSON.stringify(o), withApp(o), key, rule);
