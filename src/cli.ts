@@ -1,5 +1,5 @@
-// `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`, `ringcast --help`,
-// `ringcast --version`.
+// `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`,
+// `ringcast import soketi|sockudo FILE`, `ringcast --help`, `ringcast --version`.
 
 import { existsSync } from 'node:fs';
 import { checkConfig } from './check-config';
@@ -8,12 +8,14 @@ import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
 import { reloadOnSighup } from './reload/primary';
+import { IMPORT_USAGE, runImport } from './import';
 
 const USAGE = `Usage:
   ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
   ringcast check-config [--config FILE]
                                    print the effective configuration (secrets masked), or
                                    its errors; exit status 0, or 78 when it is invalid
+${IMPORT_USAGE}
   ringcast --help                  show this help
   ringcast --version               print the version
 
@@ -36,6 +38,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const cmd = args.shift();
+  if (cmd === 'import') return runImport(args, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
   if (cmd !== 'start' && cmd !== 'check-config') {
     process.stderr.write(`ringcast: ${cmd === undefined ? 'missing command' : `unknown command "${cmd}"`}\n\n${USAGE}\n`);
     return 2;
