@@ -2,7 +2,7 @@
 // config keys follow sockudo's, so most keys carry over as they are; the rest are renamed
 // here or named as having no equivalent.
 
-import { getPath, isTree, leafPaths, ringcastHas, setPath, type Tree } from './tree';
+import { getPath, isTree, leafPaths, ringcastHas, setPath, show, type Tree } from './tree';
 
 /** sockudo key → ringcast key, where the names differ. */
 const RENAMED: Record<string, string> = {
@@ -67,11 +67,11 @@ export function fromSockudo(o: Tree, appKeys: Set<string>, notes: string[]): Tre
   const queue = getPath(o, 'queue.driver');
   if (queue === 'memory' || queue === 'sync' || queue === 'none') setPath(out, 'queue.driver', 'sync');
   else if (queue === 'redis') setPath(out, 'queue.driver', 'redis');
-  else if (queue !== undefined) notes.push(`queue.driver: ${String(queue)} has no equivalent; webhooks are queued in memory (sync) or in redis`);
+  else if (queue !== undefined) notes.push(`queue.driver: ${show(queue)} has no equivalent; webhooks are queued in memory (sync) or in redis`);
 
   const driver = getPath(o, 'app_manager.driver');
   if (driver !== undefined && driver !== 'memory' && driver !== 'array') {
-    notes.push(`app_manager.driver: ${String(driver)}: this file holds no database app store settings; keep the applications table and point ringcast's app store at it, or list the apps here`);
+    notes.push(`app_manager.driver: ${show(driver)}: this file holds no database app store settings; keep the applications table and point ringcast's app store at it, or list the apps here`);
   }
   for (const part of ['cache']) {
     if (getPath(o, `app_manager.${part}`) !== undefined) notes.push(`app_manager.${part}: no equivalent with apps from this file; left out`);

@@ -1,7 +1,7 @@
 // soketi's options (a `--config` JSON file, keys nested or dotted, or its environment
 // variables in an env file) → a ringcast config tree, and what has no equivalent.
 
-import { expandDotted, getPath, isTree, leafPaths, setPath, type Tree } from './tree';
+import { expandDotted, getPath, isTree, leafPaths, setPath, show, type Tree } from './tree';
 
 /** soketi's environment variables (with or without SOKETI_) → its option paths. */
 const ENV: Record<string, string> = {
@@ -171,7 +171,7 @@ export function fromSoketi(input: Tree, notes: string[]): Tree {
     else if (d === 'local' || d === 'memory') setPath(out, to, to === 'queue.driver' ? 'sync' : 'memory');
     else if (d === 'sync') setPath(out, to, 'sync');
     else if (d === 'cluster') notes.push(`${from}: cluster has no equivalent; use redis to share ${to.split('.')[0]} between nodes`);
-    else notes.push(`${from}: ${String(d)} has no equivalent; left out`);
+    else notes.push(`${from}: ${show(d)} has no equivalent; left out`);
   }
 
   const cert = getPath(o, 'ssl.certPath');
@@ -182,7 +182,7 @@ export function fromSoketi(input: Tree, notes: string[]): Tree {
 
   const driver = getPath(o, 'appManager.driver');
   if (driver !== undefined && driver !== 'array') {
-    notes.push(`appManager.driver: ${String(driver)}: this file holds no database app store settings; keep the apps table and point ringcast's app store at it, or list the apps here`);
+    notes.push(`appManager.driver: ${show(driver)}: this file holds no database app store settings; keep the apps table and point ringcast's app store at it, or list the apps here`);
   }
   const apps = getPath(o, 'appManager.array.apps');
   if (Array.isArray(apps)) {

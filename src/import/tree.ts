@@ -2,7 +2,7 @@
 // that turns a candidate ringcast tree into one that loads: every value ringcast refuses
 // is taken out and named, so the written file always passes `ringcast check-config`.
 
-import { ConfigError, loadConfig, type ConfigInput } from '../config';
+import { ConfigError, loadConfig } from '../config';
 import { defaultRawTree } from '../config/defaults';
 import { unsupportedIssues } from '../config/support';
 
@@ -10,6 +10,11 @@ export type Tree = Record<string, unknown>;
 
 export function isTree(v: unknown): v is Tree {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !Buffer.isBuffer(v);
+}
+
+/** A value as a note shows it (JSON for anything that is not a string). */
+export function show(v: unknown): string {
+  return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
 /** The value at a dotted path, or undefined. */
@@ -93,7 +98,7 @@ export function pruneToValid(tree: Tree): string[] {
   for (let round = 0; round < 50; round++) {
     let issues: readonly { key: string; message: string }[];
     try {
-      const config = loadConfig({ env: {}, overrides: tree as ConfigInput });
+      const config = loadConfig({ env: {}, overrides: tree });
       issues = unsupportedIssues(config);
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err;
