@@ -1,3 +1,4 @@
+// test-modes: once (the conversion does not depend on the shard count; the imported app's pusher-js client is an end-to-end check of the file)
 // `ringcast import soketi|sockudo`: realistic configs of both servers, written from their
 // documented options (soketi's JSON with nested and dotted keys, its SOKETI_* env file;
 // sockudo's config.toml and config.json), become ringcast YAML that loads, with every
