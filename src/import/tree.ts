@@ -113,16 +113,27 @@ export function pruneToValid(tree: Tree): string[] {
       return notes;
     }
     const before = JSON.stringify(tree);
+    const removed = new Set<string>();
     for (const issue of issues) {
       let path = dotted(issue.key);
       const id = APP_IDENTITY.exec(path);
       if (id) path = `apps.${id[1]}`;
+      const hook = /^apps\.\d+\.webhooks\.\d+/.exec(path);
+      if (hook) path = hook[0]; // a webhook that cannot be sent goes whole
+      const said = (p: string) => [...removed].some((r) => p === r || p.startsWith(r + '.'));
+      if (said(path)) continue;
       // A rule across keys may name one the tree does not set (a default): its section goes.
       while (getPath(tree, path) === undefined && path.includes('.')) path = path.slice(0, path.lastIndexOf('.'));
+      if (said(path)) continue;
+      removed.add(path);
       notes.push(`${path}: left out, ringcast refuses it: ${plain(issue.message)}`);
       deletePath(tree, path);
     }
-    if (Array.isArray(tree.apps)) tree.apps = tree.apps.filter((a) => a !== undefined);
+    if (Array.isArray(tree.apps)) {
+      const apps = (tree.apps as unknown[]).filter((a) => a !== undefined);
+      for (const app of apps) if (isTree(app) && Array.isArray(app.webhooks)) app.webhooks = (app.webhooks as unknown[]).filter((w) => w !== undefined);
+      tree.apps = apps;
+    }
     if (JSON.stringify(tree) === before) {
       throw new ConfigError(issues[0].key, `the imported configuration does not load: ${issues[0].message}`);
     }

@@ -214,6 +214,21 @@ t.test('sockudo config.toml: the same keys carry over, policy parts flatten, the
   t.match(load(json.yaml).apps, [{ id: 'a', key: 'b', secret: 'c', max_connections: 5 }]);
 });
 
+t.test('refused values: a bad webhook goes alone, a duplicate app goes whole', async (t) => {
+  const { yaml, notes } = importText('soketi', 'config.json', JSON.stringify({ appManager: { array: { apps: [
+    { id: 1, key: 'k', secret: 's', webhooks: [{ url: 'ftp://x', event_types: ['channel_occupied'] }, { url: 'https://ok.example', event_types: ['nope'] },
+      { url: 'https://ok.example/w', event_types: ['channel_vacated'] }] },
+    { id: 2, key: 'k', secret: 't' },
+  ] } } }));
+  const c = load(yaml);
+  t.equal(c.apps.length, 1);
+  t.same(c.apps[0].webhooks.map((w) => w.url), ['https://ok.example/w']);
+  const said = notes.join('\n');
+  t.match(said, /apps\.0\.webhooks\.0: left out, ringcast refuses it: .*ftp:\/\/x/);
+  t.match(said, /apps\.0\.webhooks\.1: left out, ringcast refuses it: .*"nope"/);
+  t.match(said, /apps\.1: left out, ringcast refuses it: .*must be unique/);
+});
+
 t.test('bad input: a clear error naming the file', async (t) => {
   t.throws(() => importText('sockudo', 'config.toml', 'port = = 1'), /cannot read sockudo's configuration in config\.toml/);
   t.throws(() => importText('soketi', 'config.json', '{"port": '), /cannot read soketi's configuration in config\.json/);
