@@ -1,4 +1,4 @@
-// Delta decoding for ringcast's delta compression (PROTOCOL.md, "Delta compression"),
+// Delta decoding for ringcast's delta compression (docs/protocol.md, "Delta compression"),
 // independent of any client library: feed it every raw frame the socket receives, in
 // order, and it tells what to deliver and what to answer.
 //
@@ -131,7 +131,7 @@ export class DeltaDecoder {
     }
     streams.set(key, { seq: d.seq, bytes });
     this.stats.deltas++;
-    // serial: a history channel's, for a subscription with positions (PROTOCOL.md)
+    // serial: a history channel's, for a subscription with positions (docs/protocol.md)
     return { type: 'event', channel, event: parsed.event, data: parsed.data, envelope, userId: parsed.user_id, serial: d.serial };
   }
 

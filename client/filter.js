@@ -1,4 +1,4 @@
-// Tag filters for pusher-js (ringcast's "Tag filtering" extension, PROTOCOL.md): a
+// Tag filters for pusher-js (ringcast's "Tag filtering" extension, docs/protocol.md): a
 // subscription's `filter` travels in its pusher:subscribe data. pusher-js builds that
 // frame itself (Channel#subscribe → pusher.send_event), so the instance's send_event is
 // wrapped once to add the filter registered for the channel. pusher-js resubscribes

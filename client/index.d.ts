@@ -2,7 +2,7 @@
 import type Pusher from 'pusher-js';
 import type { Channel } from 'pusher-js';
 
-/** A tag filter (PROTOCOL.md, "Tag filtering"). */
+/** A tag filter (docs/protocol.md, "Tag filtering"). */
 export type TagFilter =
   | { op: 'and' | 'or'; nodes: TagFilter[] }
   | { op: 'not'; nodes: [TagFilter] }
@@ -42,7 +42,7 @@ export const Filter: {
   not(node: TagFilter): TagFilter;
 };
 
-/** A pusher_internal:recovery answer (PROTOCOL.md "History, rewind and recovery"). */
+/** A pusher_internal:recovery answer (docs/protocol.md, "History, rewind and recovery"). */
 export interface RecoveryInfo {
   epoch: string;
   serial: number;

@@ -1,5 +1,5 @@
 // Exact recovery for pusher-js (ringcast's "History, rewind and recovery" extension,
-// PROTOCOL.md): remembers each channel's epoch and last serial and asks the server to
+// docs/protocol.md): remembers each channel's epoch and last serial and asks the server to
 // resume after it on every (re)subscribe, so that a client cut off (network drop, server
 // restart, a laptop lid) gets exactly the messages it missed, in order, once.
 //

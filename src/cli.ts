@@ -1,5 +1,5 @@
-// `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`, `ringcast --help`,
-// `ringcast --version`.
+// `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`,
+// `ringcast import soketi|sockudo FILE`, `ringcast --help`, `ringcast --version`.
 
 import { existsSync } from 'node:fs';
 import { checkConfig } from './check-config';
@@ -9,6 +9,7 @@ import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
 import { reloadOnSighup } from './reload/primary';
+import { IMPORT_USAGE, runImport } from './import';
 
 const USAGE = `Usage:
   ringcast start [--config FILE]   start the server (default config: ./config.yaml if present)
@@ -18,6 +19,7 @@ const USAGE = `Usage:
   ringcast app-store init [--config FILE]
                                    create ringcast's own apps table in the database of
                                    app_manager.driver (postgres, mysql, dynamodb)
+${IMPORT_USAGE}
   ringcast --help                  show this help
   ringcast --version               print the version
 
@@ -40,6 +42,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const cmd = args.shift();
+  if (cmd === 'import') return runImport(args, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
   const sub = cmd === 'app-store' ? args.shift() : undefined;
   if (cmd === 'app-store' && sub !== 'init') {
     process.stderr.write(`ringcast: app-store ${sub === undefined ? 'needs a subcommand' : `has no subcommand "${sub}"`}: init\n\n${USAGE}\n`);

@@ -112,4 +112,4 @@ export const httpFallback = section({
   heartbeat_interval: int(25, 1, { max: 29, doc: 'Seconds without a write before `h` is written to a stream (a poll is answered with it).', ours: true }),
   disconnect_delay: int(5, 1, { max: 3600, doc: 'Seconds a session lives without a receiving request before it ends like a dropped connection.', ours: true }),
   max_sessions: int(10_000, 1, { doc: 'Open sessions per process, at most; new ones answer 503 past it.', ours: true }),
-}, 'pusher-js\'s HTTP fallback transports (PROTOCOL.md "HTTP fallback transports").');
+}, 'pusher-js\'s HTTP fallback transports (docs/fallback.md).');

@@ -43,6 +43,34 @@ export function countingPhrases(text: string): string[] {
   return found;
 }
 
+// A document says what is true now: how it came to be ("before, …", a comparison with an
+// earlier run, a run named by its commit) belongs in commit messages. And it names nothing a
+// user lacks: the project's own spec and design notes are not shipped.
+const HISTORY = [
+  /(?<!\bas )\bbefore,\s/i,
+  /\bagainst the run\b/i,
+  /\ban earlier (run|series)\b/i,
+  /(?<![\w/.#-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,12}(?![\w-])/,
+  /\b(?:[Aa]t|commit|build)\s+[0-9a-f]{7,12}\b/,
+];
+const UNSHIPPED = [/\b(PROTOCOL|ARCHITECTURE)\.md\b/, /\.\.\/shared\//];
+
+/** Markdown prose: fenced blocks and code spans removed (commands may hold a hash). */
+function prose(md: string): string {
+  return md.replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
+}
+
+/** The phrases of a document's prose that tell history or point to files users lack. */
+export function historyPhrases(md: string): string[] {
+  const text = prose(md);
+  const found: string[] = [];
+  for (const re of [...HISTORY, ...UNSHIPPED]) {
+    const m = re.exec(text);
+    if (m) found.push(m[0]);
+  }
+  return found;
+}
+
 function docs(): string[] {
   const files = ['README.md', 'bench/README.md'];
   for (const f of fs.readdirSync(path.join(ROOT, 'docs'))) if (f.endsWith('.md')) files.push(`docs/${f}`);
@@ -93,5 +121,26 @@ t.test('no document or comment counts sessions, rounds of work or numbered issue
   for (const f of files) {
     const text = comments(f, fs.readFileSync(path.join(ROOT, f), 'utf8'));
     t.same(countingPhrases(text), [], f);
+  }
+});
+
+t.test('the history checker finds what it looks for', async (t) => {
+  for (const bad of ['(before, such clients held it ~15 s)', 'Against the run at 18903cc: fan-out', 'at commit d3862c1', 'At 8322756 (defaults)',
+    'paired with cfd19e3\'s build', 'an earlier series at the same load', 'The wire contract is PROTOCOL.md', 'see ARCHITECTURE.md', 'in ../shared/reference']) {
+    t.not(historyPhrases(bad).length, 0, `flags "${bad}"`);
+  }
+  for (const ok of ['as before, a subscription', 'before the first message', '`git worktree add /tmp/base cfd19e3`', 'the 2,670,813 messages',
+    '0x1f2e3d4c', '[protocol.md](protocol.md)', 'sha256 of "abc"', 'HMAC-SHA256', 'v8.4.0']) {
+    t.same(historyPhrases(ok), [], `passes "${ok}"`);
+  }
+});
+
+t.test('documents say what is true now and point only to shipped files', async (t) => {
+  const files = [...docs(), 'CHANGELOG.md'];
+  for (const f of files) t.same(historyPhrases(fs.readFileSync(path.join(ROOT, f), 'utf8')), [], f);
+  // The client plug-ins ship in the package: their comments name docs/, not the project's notes.
+  for (const f of fs.readdirSync(path.join(ROOT, 'client'))) {
+    const text = fs.readFileSync(path.join(ROOT, 'client', f), 'utf8');
+    t.notOk(UNSHIPPED.some((re) => re.test(text)), `client/${f} names no unshipped file`);
   }
 });
