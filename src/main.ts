@@ -26,7 +26,7 @@ import { PromMetrics } from './metrics/registry';
 import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent } from './shard/init';
-import { askEvery, freePort, spawnShard, stopShards, type ShardHandle } from './primary/spawn';
+import { askEvery, drainPlan, drainShards, freePort, spawnShard, stopShards, type ShardHandle } from './primary/spawn';
 import { createReloader, type ReloadResult } from './reload/primary';
 import { slotCapacity, type AppsApplied } from './reload/plan';
 import { openConsole } from './primary/console';
@@ -308,7 +308,10 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       },
       stop() {
         const until = Date.now() + config.shutdown_grace_period;
-        stopping ??= Promise.all([metricsServer?.close(), consoleServer?.close(), redirect?.close()])
+        // the paced drain first, while this node is still in the cluster: each client that
+        // leaves is seen leaving by the other nodes, once (shard/drain.ts)
+        stopping ??= drainShards(started.handles, drainPlan(config.shutdown_grace_period, config.shutdown_unready_delay, config.shutdown_drain_window))
+          .then(() => Promise.all([metricsServer?.close(), consoleServer?.close(), redirect?.close()]))
           .then(() => cluster?.stop()) // other nodes forget this one now (`bye`)
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))

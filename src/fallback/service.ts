@@ -44,6 +44,8 @@ export interface FallbackDeps {
   nextSocketId(): string;
   metrics: MetricsSink;
   log: Logger;
+  /** A paced drain is under way (shard/drain.ts): no new session. */
+  draining?(): boolean;
 }
 
 export interface Fallback {
@@ -69,6 +71,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
   const fb = config.http_fallback;
   const heartbeatMs = fb.heartbeat_interval * 1000;
   const graceMs = fb.disconnect_delay * 1000;
+  const leftMs = fb.abort_delay_ms;
   const maxHere = Math.ceil(fb.max_sessions / shards);
   const limit = bodyLimit(config);
   // xhr_send bodies of this shard's requests in flight, bounded like the API's (limits.http_body_bytes_in_flight)
@@ -108,6 +111,15 @@ export function createFallback(deps: FallbackDeps): Fallback {
     },
   };
 
+  /** Home side: the client aborted receiving request `r` of session `id`: unless a new one comes, the session ends after abort_delay_ms. */
+  function aborted(id: string, r: Receiver): void {
+    const s = sessions.get(id);
+    if (s === undefined || !s.detach(r, true)) return;
+    setTimeout(() => {
+      if (sessions.get(id) === s && s.closing === null) s.tick(Date.now(), heartbeatMs, graceMs, leftMs);
+    }, leftMs);
+  }
+
   /** Home side: a receiving request for session `id` of app `key`. */
   function receive(key: string, id: string, origin: string | null, r: Receiver): Outcome {
     const s = sessions.get(id);
@@ -116,6 +128,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
       s.attach(r);
       return null;
     }
+    if (deps.draining?.() === true) return { status: 503, error: 'Server is draining: connect to another node' };
     if (active.size >= maxHere) return { status: 503, error: `Too many HTTP fallback sessions (http_fallback.max_sessions ${fb.max_sessions})` };
     const { app, refuse } = refusalOf(apps, key, origin);
     const session = new Session(id, key, newSocketData(deps.nextSocketId(), app, refuse), env);
@@ -185,7 +198,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
     if (!validSessionId(id)) return refuse(res, transport, 400, 'Malformed session id: 1 to 64 of A-Z a-z 0-9 _ -', cors, true);
     const home = homeShard(id, shards);
     if (home === shardId) {
-      const r = new HttpReceiver(res, streaming, cors, () => sessions.get(id)?.detach(r));
+      const r = new HttpReceiver(res, streaming, cors, () => aborted(id, r));
       const bad = receive(key, id, origin, r);
       if (bad !== null) {
         failed(transport, bad.status);
@@ -293,7 +306,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
           const entry = remote.get(id);
           if (entry === undefined) return;
           remote.delete(id);
-          sessions.get(entry.session)?.detach(entry.r);
+          aborted(entry.session, entry.r);
           return;
         }
         case 'fb_send':
@@ -311,7 +324,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
         if (s.closing !== null) {
           if (now - s.detachedAt >= graceMs) sessions.delete(id);
         } else {
-          s.tick(now, heartbeatMs, graceMs);
+          s.tick(now, heartbeatMs, graceMs, leftMs);
         }
       }
       // a home shard that went silent (it died: its streams write `h` and its polls end

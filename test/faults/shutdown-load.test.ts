@@ -165,6 +165,7 @@ t.test('SIGTERM to `ringcast start` with 2,000 subscribers under load', async (t
     port = await freePort();
     writeFileSync(file, [
       'host: 127.0.0.1', `port: ${port}`, `workers: ${WORKERS}`, `shutdown_grace_period: ${GRACE_MS}`,
+      'shutdown_drain_window: 0', // every client at once: the paced drain is test/faults/drain.test.ts
       'log:', '  level: warn', 'apps:', `  - id: ${APP.id}`, `    key: ${APP.key}`, `    secret: ${APP.secret}`, '',
     ].join('\n'));
     const proc = spawn(process.execPath, [path.join(ROOT, 'bin', 'ringcast.js'), 'start', '--config', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
