@@ -2,7 +2,8 @@
 # Installs the Debian packages of every binary a test runs: the backends the suite starts
 # itself (redis-server, redis-sentinel, nats-server), the browser of the browser tests
 # (chromium), systemd-analyze (test/ops/service.test.ts), wrk (test/bench/wrk-pool.test.ts),
-# xdelta3 (test/delta/vcdiff.test.ts) and openssl (the TLS tests' certificates), only
+# xdelta3 (test/delta/vcdiff.test.ts), openssl (the TLS tests' certificates), nginx and
+# haproxy (test/ops/load-balancers.test.ts), only
 # when one of their binaries is missing: with everything present it does nothing (no
 # apt-get update, no network). A test whose binary is missing fails naming it, never
 # skips; test/ops/deps.test.ts checks that every binary a test runs is listed here.
@@ -18,6 +19,8 @@ declare -A pkg_of=(
   [wrk]=wrk
   [xdelta3]=xdelta3
   [openssl]=openssl
+  [nginx]=nginx
+  [haproxy]=haproxy
 )
 
 missing=()
