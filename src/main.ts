@@ -59,8 +59,10 @@ export interface RunningServer {
    * Other settings are not reloaded (logged). Rejects, changing nothing, when `next` cannot be used.
    */
   reload(next: Config): Promise<ReloadResult>;
-  /** Closes every client with 4200 and ends every shard. Idempotent. */
+  /** The paced drain (shutdown_drain_window), then closes every client left with 4200 and ends every shard. Idempotent. */
   stop(): Promise<void>;
+  /** Resolves once a stop finished, whoever asked for it (a signal, stop(), POST /drain on the metrics listener). */
+  readonly stopped: Promise<void>;
   /**
    * Tests only (RINGCAST_TEST_HOOKS=1 when start() ran, else it rejects): shard `shard`
    * stops reading its rings for `ms` (Bus.pauseDraining). Resolves once the pause is in
@@ -230,6 +232,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       const m = config.metrics;
       metricsServer = await startMetricsServer({
         host: m.host, port: m.port, prefix: m.prefix, log, token: m.token,
+        onDrain: () => void server.stop(), // POST /drain: as on SIGTERM
         primary: primaryMetrics,
         // the shards, then the delta sequencer (delta_pool_refused_total)
         shards: () => [...started.handles.map((h) => h.worker), ...(started.sequencer ? [started.sequencer.worker] : [])],
@@ -254,6 +257,8 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     log.info({ ...startupSummary(config, { port, metricsPort: metricsServer?.port ?? null, redirectPort: redirect?.port ?? null }), node: cluster?.id }, 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
     let stopping: Promise<void> | null = null;
+    let markStopped!: () => void;
+    const stopped = new Promise<void>((resolve) => { markStopped = resolve; });
     const server: RunningServer = {
       port,
       metricsPort: metricsServer?.port ?? null,
@@ -263,6 +268,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       reload: (next) => reloader.reload(next),
       bridge: opts.bridge ? started.endpoint : null,
       cluster,
+      stopped,
       testPauseBus(shard: number, ms: number) {
         if (testHooks && shard === started.handles.length) {
           started.bus.pauseDraining(ms);
@@ -323,7 +329,10 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
             // the shards' last reports are in: send what is queued within what is left of the grace period
             return webhooks?.stop(Math.max(0, until - Date.now()));
           })
-          .then(() => log.info('ringcast stopped'));
+          .then(() => {
+            log.info('ringcast stopped');
+            markStopped();
+          });
         return stopping;
       },
     };
