@@ -9,7 +9,8 @@
 //    250 ms slice of the window closes more than 3 times its even share (all at once
 //    would be 8 times; the times are taken in this busy test process);
 //  - every client reconnects through the balancer to B or C (none to A);
-//  - the pusher-js clients resume there with every message once, in order.
+//  - the pusher-js clients resume there with every message once, in order, and a presence
+//    watcher on C sees each of their users leave once and join again.
 import { createRequire } from 'node:module';
 import http from 'node:http';
 import net from 'node:net';
@@ -20,7 +21,7 @@ import type PusherJS from 'pusher-js';
 import { startNode } from '../helpers/cluster';
 import { connected, pusherJs, subscribeNumbered } from '../helpers/pusher-js';
 import { RedisServer } from '../helpers/redis';
-import { APP, WORKERS, eventually, type TestServer } from '../helpers/server';
+import { APP, RawClient, WORKERS, eventually, type TestServer } from '../helpers/server';
 
 type ClientModule = typeof import('../../client/index.js');
 const CLIENT = path.resolve(__dirname, '..', '..', '..', 'client', 'index.js');
@@ -135,17 +136,23 @@ t.test(`paced drain: 3 nodes on Redis, ${RAW} raw clients and ${PUSHERS} pusher-
   t.teardown(() => lb.close());
   await eventually(() => nodes.every((n) => lb.healthy(n.port)), 5000, 'every node in the pool');
 
+  // a presence watcher on C: each pusher-js user leaves once and joins again
+  const watcher = await RawClient.connect(c.wsUrl());
+  t.teardown(() => watcher.close());
+  await watcher.subscribeAuthed('presence-room', { user_id: 'watcher' });
+  const memberEvents = (event: string, user: string) => watcher.frames.filter((f) => f.event === event && f.channel === 'presence-room' && (JSON.parse(f.data as string) as { user_id: string }).user_id === user).length;
+
   // pusher-js with the history plug-in, through the balancer pinned to A
   lb.pin(a.port);
   const recovery = (createRequire(__filename)(CLIENT) as ClientModule);
   const pushers: { p: PusherJS; got: Map<string, number[]>; failed: unknown[] }[] = [];
   for (let i = 0; i < PUSHERS; i++) {
-    const p = pusherJs(lb.port);
+    const p = pusherJs(lb.port, { user: { user_id: `u${i}` } });
     t.teardown(() => p.disconnect());
     const failed: unknown[] = [];
     const rec = recovery.withRecovery(p, { onFailed: (ch, info) => failed.push([ch, info]) });
     await connected(p);
-    const got = await subscribeNumbered(p, ['room-1']);
+    const got = await subscribeNumbered(p, ['room-1', 'presence-room']);
     await eventually(() => rec.positions.has('room-1'), 5000, 'the recovery position');
     pushers.push({ p, got, failed });
   }
@@ -206,6 +213,8 @@ t.test(`paced drain: 3 nodes on Redis, ${RAW} raw clients and ${PUSHERS} pusher-
   const last = published;
   await eventually(() => pushers.every(({ got }) => got.get('room-1')!.includes(last)), 20_000, 'the last message');
   const want = Array.from({ length: last }, (_, i) => i + 1);
+  await eventually(() => pushers.every((_, i) => memberEvents('pusher_internal:member_added', `u${i}`) === 2), 15_000, 'each user to join again on C\'s view');
+  for (let i = 0; i < PUSHERS; i++) t.equal(memberEvents('pusher_internal:member_removed', `u${i}`), 1, `u${i}: member_removed once`);
   for (const [i, { got, failed }] of pushers.entries()) {
     t.same(got.get('room-1'), want, `pusher-js ${i}: all ${last} messages once, in order`);
     t.same(failed, [], `pusher-js ${i}: no recovery failed`);
