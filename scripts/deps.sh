@@ -3,7 +3,8 @@
 # itself (redis-server, redis-sentinel, nats-server), the browser of the browser tests
 # (chromium), systemd-analyze (test/ops/service.test.ts), wrk (test/bench/wrk-pool.test.ts),
 # xdelta3 (test/delta/vcdiff.test.ts), openssl (the TLS tests' certificates), postgresql
-# and mariadb-server (the app store tests, test/apps/store-*.test.ts), only
+# and mariadb-server (the app store tests, test/apps/store-*.test.ts), nginx and haproxy
+# (test/ops/load-balancers.test.ts), only
 # when one of their binaries is missing: with everything present it does nothing (no
 # apt-get update, no network). A test whose binary is missing fails naming it, never
 # skips; test/ops/deps.test.ts checks that every binary a test runs is listed here.
@@ -21,6 +22,8 @@ declare -A pkg_of=(
   [openssl]=openssl
   [mariadbd]=mariadb-server
   [mariadb-install-db]=mariadb-server
+  [nginx]=nginx
+  [haproxy]=haproxy
 )
 
 missing=()

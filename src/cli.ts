@@ -122,6 +122,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   await new Promise<void>((resolve) => {
     onStop = () => void running.stop().then(resolve);
+    void running.stopped.then(resolve); // also a stop asked over HTTP (POST /drain on the metrics listener)
     if (signalled) onStop();
   });
   return 0;

@@ -27,7 +27,7 @@ import { PromMetrics } from './metrics/registry';
 import { startMetricsServer, type MetricsServer } from './metrics/server';
 import { noMetrics } from './metrics/types';
 import { heapFigures, type HeapFigures, type PrimaryCommand, type ShardEvent } from './shard/init';
-import { askEvery, freePort, spawnShard, stopShards, type ShardHandle } from './primary/spawn';
+import { askEvery, drainPlan, drainShards, freePort, spawnShard, stopShards, type ShardHandle } from './primary/spawn';
 import { createReloader, type ReloadResult } from './reload/primary';
 import { AppSync } from './apps/sync';
 import { slotCapacity, type AppsApplied } from './reload/plan';
@@ -61,8 +61,10 @@ export interface RunningServer {
    * Other settings are not reloaded (logged). Rejects, changing nothing, when `next` cannot be used.
    */
   reload(next: Config): Promise<ReloadResult>;
-  /** Closes every client with 4200 and ends every shard. Idempotent. */
+  /** The paced drain (shutdown_drain_window), then closes every client left with 4200 and ends every shard. Idempotent. */
   stop(): Promise<void>;
+  /** Resolves once a stop finished, whoever asked for it (a signal, stop(), POST /drain on the metrics listener). */
+  readonly stopped: Promise<void>;
   /**
    * Tests only (RINGCAST_TEST_HOOKS=1 when start() ran, else it rejects): shard `shard`
    * stops reading its rings for `ms` (Bus.pauseDraining). Resolves once the pause is in
@@ -240,6 +242,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       const m = config.metrics;
       metricsServer = await startMetricsServer({
         host: m.host, port: m.port, prefix: m.prefix, log, token: m.token,
+        onDrain: () => void server.stop(), // POST /drain: as on SIGTERM
         primary: primaryMetrics,
         // the shards, then the delta sequencer (delta_pool_refused_total)
         shards: () => [...started.handles.map((h) => h.worker), ...(started.sequencer ? [started.sequencer.worker] : [])],
@@ -265,6 +268,8 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     log.info({ ...startupSummary(config, { port, metricsPort: metricsServer?.port ?? null, redirectPort: redirect?.port ?? null }), node: cluster?.id }, 'ringcast listening');
     const supervisor = superviseShards(started, log, primaryMetrics ?? noMetrics);
     let stopping: Promise<void> | null = null;
+    let markStopped!: () => void;
+    const stopped = new Promise<void>((resolve) => { markStopped = resolve; });
     const server: RunningServer = {
       port,
       metricsPort: metricsServer?.port ?? null,
@@ -275,6 +280,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       appStore: appSync,
       bridge: opts.bridge ? started.endpoint : null,
       cluster,
+      stopped,
       testPauseBus(shard: number, ms: number) {
         if (testHooks && shard === started.handles.length) {
           started.bus.pauseDraining(ms);
@@ -320,7 +326,10 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
       },
       stop() {
         const until = Date.now() + config.shutdown_grace_period;
-        stopping ??= Promise.all([metricsServer?.close(), consoleServer?.close(), redirect?.close()])
+        // the paced drain first, while this node is still in the cluster: each client that
+        // leaves is seen leaving by the other nodes, once (shard/drain.ts)
+        stopping ??= drainShards(started.handles, drainPlan(config.shutdown_grace_period, config.shutdown_unready_delay, config.shutdown_drain_window))
+          .then(() => Promise.all([metricsServer?.close(), consoleServer?.close(), redirect?.close()]))
           .then(() => cluster?.stop()) // other nodes forget this one now (`bye`)
           .then(() => supervisor.stop()) // no restart from here on
           .then(() => stopShards(started.handles, config.shutdown_grace_period, log))
@@ -332,7 +341,10 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
             // the shards' last reports are in: send what is queued within what is left of the grace period
             return webhooks?.stop(Math.max(0, until - Date.now()));
           })
-          .then(() => log.info('ringcast stopped'));
+          .then(() => {
+            log.info('ringcast stopped');
+            markStopped();
+          });
         return stopping;
       },
     };

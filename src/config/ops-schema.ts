@@ -13,7 +13,7 @@ export const metrics = section({
     pattern: '^([a-zA-Z_:][a-zA-Z0-9_:]*)?$', default: 'ringcast_',
     ...meta({ doc: 'Prefix of every metric name.', env: 'METRICS_PROMETHEUS_PREFIX', rule: 'must be a valid Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)' }),
   }),
-  token: text('', { doc: 'Bearer token a scrape must send (`Authorization: Bearer <token>`, else 401); empty: /metrics is open to whoever reaches metrics.host.', env: 'METRICS_TOKEN', ours: true }),
+  token: text('', { doc: 'Bearer token a scrape must send (`Authorization: Bearer <token>`, else 401); empty: /metrics is open to whoever reaches metrics.host. It also enables POST /drain (the node drains and stops, as on SIGTERM), which answers 403 without a token.', env: 'METRICS_TOKEN', ours: true }),
 }, 'Prometheus metrics (docs/operations.md, "Metrics").');
 
 export const liveConsole = section({

@@ -23,6 +23,16 @@ shutdown_grace_period: int(10_000, 0, {
   doc: 'Milliseconds a stop (SIGTERM/SIGINT) may take: connections still open at half of it (clients that ignore the 4200 close, idle keep-alive HTTP) are cut, so the process exits within it.',
   env: 'SHUTDOWN_GRACE_PERIOD', ours: true,
 }),
+shutdown_unready_delay: int(0, 0, {
+  max: 3_600_000,
+  doc: 'Milliseconds a stopping node answers 503 on /up (and to new connections) before it asks its clients to reconnect: time for a load balancer\'s health check to take it out of the pool. With shutdown_drain_window, at most half of shutdown_grace_period (longer is shortened to it).',
+  env: 'SHUTDOWN_UNREADY_DELAY', ours: true,
+}),
+shutdown_drain_window: int(5_000, 0, {
+  max: 3_600_000,
+  doc: 'Milliseconds over which a stopping node asks its clients to reconnect (close 4200), evenly, so the other nodes take them at a steady rate; 0 = all at once. With shutdown_unready_delay, at most half of shutdown_grace_period (longer is shortened to it).',
+  env: 'SHUTDOWN_DRAIN_WINDOW', ours: true,
+}),
 
 };
 
@@ -111,5 +121,10 @@ export const httpFallback = section({
   // pusher-js waits 30 s (pongTimeout) for any frame after its ping: a heartbeat must come sooner
   heartbeat_interval: int(25, 1, { max: 29, doc: 'Seconds without a write before `h` is written to a stream (a poll is answered with it).', ours: true }),
   disconnect_delay: int(5, 1, { max: 3600, doc: 'Seconds a session lives without a receiving request before it ends like a dropped connection.', ours: true }),
+  abort_delay_ms: int(1000, 0, {
+    max: 3_600_000,
+    doc: 'Milliseconds a session lives after the client aborted its receiving request (it left: presence member_removed and webhooks follow), unless a new one arrives; pusher-js\'s own reopen of a long stream keeps disconnect_delay. At most disconnect_delay.',
+    ours: true,
+  }),
   max_sessions: int(10_000, 1, { doc: 'Open sessions per process, at most; new ones answer 503 past it.', ours: true }),
 }, 'pusher-js\'s HTTP fallback transports (docs/fallback.md).');

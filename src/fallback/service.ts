@@ -55,6 +55,8 @@ export interface FallbackDeps {
   nextSocketId(): string;
   metrics: MetricsSink;
   log: Logger;
+  /** A paced drain is under way (shard/drain.ts): no new session. */
+  draining?(): boolean;
 }
 
 export interface Fallback {
@@ -82,6 +84,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
   const fb = config.http_fallback;
   const heartbeatMs = fb.heartbeat_interval * 1000;
   const graceMs = fb.disconnect_delay * 1000;
+  const leftMs = fb.abort_delay_ms;
   const maxHere = Math.ceil(fb.max_sessions / shards);
   const limit = bodyLimit(config);
   // xhr_send bodies of this shard's requests in flight, bounded like the API's (limits.http_body_bytes_in_flight)
@@ -127,6 +130,15 @@ export function createFallback(deps: FallbackDeps): Fallback {
   /** The answer to a request naming a session that is not its client's, or that does not exist. */
   const unknown = (id: string): SendReply => ({ status: 404, error: `Unknown session ${id}` });
 
+  /** Home side: the client aborted receiving request `r` of session `id`: unless a new one comes, the session ends after abort_delay_ms. */
+  function aborted(id: string, r: Receiver): void {
+    const s = sessions.get(id);
+    if (s === undefined || !s.detach(r, true)) return;
+    setTimeout(() => {
+      if (sessions.get(id) === s && s.closing === null) s.tick(Date.now(), heartbeatMs, graceMs, leftMs);
+    }, leftMs);
+  }
+
   /** Home side: a receiving request for session `id` of app `key`. */
   function receive(key: string, id: string, origin: string | null, peer: Peer, r: Receiver): Outcome {
     const s = sessions.get(id);
@@ -135,6 +147,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
       s.attach(r);
       return null;
     }
+    if (deps.draining?.() === true) return { status: 503, error: 'Server is draining: connect to another node' };
     if (active.size >= maxHere) return { status: 503, error: `Too many HTTP fallback sessions (http_fallback.max_sessions ${fb.max_sessions})` };
     const { app, refuse } = refusalOf(apps, key, origin);
     const data = newSocketData(deps.nextSocketId(), app, refuse);
@@ -223,7 +236,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
     if (over !== null) return refuse(res, transport, over.status, over.error, cors, true);
     const home = homeShard(id, shards);
     if (home === shardId) {
-      const r = new HttpReceiver(res, streaming, cors, () => sessions.get(id)?.detach(r));
+      const r = new HttpReceiver(res, streaming, cors, () => aborted(id, r));
       const bad = receive(key, id, origin, peer, r);
       if (bad !== null) {
         noted(peer.ip, bad.status);
@@ -347,7 +360,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
           const entry = remote.get(id);
           if (entry === undefined) return;
           remote.delete(id);
-          sessions.get(entry.session)?.detach(entry.r);
+          aborted(entry.session, entry.r);
           return;
         }
         case 'fb_send':
@@ -365,7 +378,7 @@ export function createFallback(deps: FallbackDeps): Fallback {
         if (s.closing !== null) {
           if (now - s.detachedAt >= graceMs) sessions.delete(id);
         } else {
-          s.tick(now, heartbeatMs, graceMs);
+          s.tick(now, heartbeatMs, graceMs, leftMs);
         }
       }
       // a home shard that went silent (it died: its streams write `h` and its polls end

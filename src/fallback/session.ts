@@ -83,6 +83,8 @@ export class Session implements Socket {
   detachedAt: number;
   /** Set once the session ended: the text a later receiving request is answered with. */
   closing: string | null = null;
+  /** The client aborted its receiving request (it left): the short grace applies (http_fallback.abort_delay_ms). */
+  private left = false;
 
   constructor(readonly sessionId: string, readonly appKey: string, readonly peer: Peer, private readonly data: SocketData, private readonly env: SessionEnv) {
     this.lastWrite = env.now();
@@ -109,15 +111,23 @@ export class Session implements Socket {
     this.receiver = r;
     this.written = 0;
     this.detachedAt = -1;
+    this.left = false;
     this.lastWrite = this.env.now();
     this.scheduleFlush();
   }
 
-  /** The receiving request `r` ended (client abort, network): the grace period starts. */
-  detach(r: Receiver): void {
-    if (this.receiver !== r) return;
+  /**
+   * The receiving request `r` ended (client abort, network): the grace period starts.
+   * `aborted`: the client aborted it. Unless it is pusher-js's own reopen of a stream past
+   * CLIENT_STREAM_LIMIT (invariant 3), the client left, and the short grace applies;
+   * returns whether it does.
+   */
+  detach(r: Receiver, aborted = false): boolean {
+    if (this.receiver !== r) return false;
     this.receiver = null;
     this.detachedAt = this.env.now();
+    this.left = aborted && !(r.streaming && this.written > CLIENT_STREAM_LIMIT);
+    return this.left;
   }
 
   /** The client's frames from one xhr_send, in order ([] is a heartbeat). */
@@ -134,10 +144,13 @@ export class Session implements Socket {
     }
   }
 
-  /** Writes `h` after `intervalMs` without a write (a poll is answered with it); drops a session past its grace. */
-  tick(now: number, intervalMs: number, graceMs: number): void {
+  /**
+   * Writes `h` after `intervalMs` without a write (a poll is answered with it); drops a
+   * session past its grace (`leftMs` when the client aborted its request, else `graceMs`).
+   */
+  tick(now: number, intervalMs: number, graceMs: number, leftMs = graceMs): void {
     if (this.receiver === null) {
-      if (this.closing === null && now - this.detachedAt >= graceMs) this.close();
+      if (this.closing === null && now - this.detachedAt >= (this.left ? Math.min(leftMs, graceMs) : graceMs)) this.close();
       return;
     }
     if (now - this.lastWrite < intervalMs) return;

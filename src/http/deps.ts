@@ -50,4 +50,6 @@ export interface ApiDeps {
   };
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
+  /** A paced drain is under way (shard/drain.ts): /up answers 503. */
+  draining?(): boolean;
 }

@@ -216,8 +216,10 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     const cors = corsHeaders(config.cors, req.getHeader('origin') || null);
     // a database app store that does not answer: the apps read before are served (still up), and said so
     const store = deps.appStoreUp ? { app_store: deps.appStoreUp() ? 'ok' : 'stale' } : {};
-    writeResponse(res, { status: 200, body: { status: 'ok', timestamp: Math.floor(Date.now() / 1000), ...store } }, cors);
-    observeHttp('GET', '/up', 200, startedAt);
+    // draining (shard/drain.ts): 503, so a balancer's health check takes the node out of its pool
+    const status = deps.draining?.() === true ? 503 : 200;
+    writeResponse(res, { status, body: { status: status === 200 ? 'ok' : 'draining', timestamp: Math.floor(Date.now() / 1000), ...store } }, cors);
+    observeHttp('GET', '/up', status, startedAt);
   });
   uws.get('/up/:appId', (res, req) => {
     const startedAt = performance.now();

@@ -34,6 +34,8 @@ export interface MetricsServerOptions {
   shardTimeoutMs?: number;
   /** metrics.token: '' = no token. */
   token?: string;
+  /** POST /drain (with the token): the node drains and stops, as on SIGTERM. */
+  onDrain?: () => void;
 }
 
 /**
@@ -100,11 +102,38 @@ export function bearerRefusal(authorization: string | undefined, token: string):
   return timingSafeEqual(sha256(m[1]), sha256(token)) ? null : 'wrong bearer token for /metrics';
 }
 
+const TEXT = { 'content-type': 'text/plain; charset=utf-8' };
+
+/**
+ * POST /drain: an operator's stop of this node (the paced drain, then the stop, as on SIGTERM).
+ * Only with metrics.token set, and with it as the bearer token: a scrape-only setup without a
+ * token must not let anyone who reaches the port stop the node.
+ */
+function drain(opts: MetricsServerOptions, req: http.IncomingMessage, res: http.ServerResponse, onDrain: () => void): void {
+  if (req.method !== 'POST') {
+    res.writeHead(405, { allow: 'POST', ...TEXT }).end('Method not allowed: POST /drain\n');
+    return;
+  }
+  if (!opts.token) {
+    res.writeHead(403, TEXT).end('Forbidden: POST /drain needs metrics.token set, and `Authorization: Bearer <metrics.token>`\n');
+    return;
+  }
+  const refusal = bearerRefusal(req.headers.authorization, opts.token);
+  if (refusal !== null) {
+    res.writeHead(401, { 'www-authenticate': 'Bearer realm="metrics"', ...TEXT }).end(`Unauthorized: ${refusal.replace('/metrics', '/drain')}\n`);
+    return;
+  }
+  opts.log.info('drain asked over HTTP (POST /drain): draining, then stopping');
+  res.writeHead(202, { 'content-type': 'application/json', connection: 'close' }).end('{"status":"draining"}\n');
+  onDrain();
+}
+
 export function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
   const defaults = new Registry();
   collectDefaultMetrics({ register: defaults, prefix: opts.prefix });
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0];
+    if (path === '/drain' && opts.onDrain) return drain(opts, req, res, opts.onDrain);
     if (path !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not found\n');
       return;

@@ -114,6 +114,38 @@ export function spawnShard(init: ShardInit, log: Logger): { handle: ShardHandle;
   return { handle: { worker, exited }, ready };
 }
 
+/**
+ * The drain's two phases within shutdown_grace_period: together at most half of it (the
+ * other half is the stop's own: close handshakes, then the cut).
+ */
+export function drainPlan(graceMs: number, unreadyMs: number, windowMs: number): { unreadyMs: number; windowMs: number } {
+  const budget = Math.floor(graceMs / 2);
+  const unready = Math.min(unreadyMs, budget);
+  return { unreadyMs: unready, windowMs: Math.min(windowMs, budget - unready) };
+}
+
+/**
+ * The paced drain of every shard (shard/drain.ts); resolves when each answered `drained`
+ * or exited, or at the plan's end plus a second (a stuck shard is then stopped as usual).
+ */
+export async function drainShards(handles: ShardHandle[], plan: { unreadyMs: number; windowMs: number }): Promise<void> {
+  const cmd: PrimaryCommand = { type: 'drain', ...plan };
+  await Promise.all(handles.map((h) => new Promise<void>((resolve) => {
+    const onMessage = (e: ShardEvent) => {
+      if (e.type === 'drained') finish();
+    };
+    const timer = setTimeout(finish, plan.unreadyMs + plan.windowMs + 1000);
+    function finish() {
+      clearTimeout(timer);
+      h.worker.off('message', onMessage);
+      resolve();
+    }
+    h.worker.on('message', onMessage);
+    void h.exited.then(finish);
+    h.worker.postMessage(cmd);
+  })));
+}
+
 export async function stopShards(handles: ShardHandle[], graceMs: number, log: Logger): Promise<void> {
   const cmd: PrimaryCommand = { type: 'shutdown' };
   for (const h of handles) h.worker.postMessage(cmd);

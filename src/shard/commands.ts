@@ -1,4 +1,4 @@
-// Commands from the primary over the thread's port: shutdown, metrics, the console's tap,
+// Commands from the primary over the thread's port: drain, shutdown, metrics, the console's tap,
 // a config reload, the test hooks, and the failover's own (rewire, restore).
 
 import { deepFreeze } from '../config/freeze';
@@ -7,7 +7,7 @@ import type { Failover } from './failover';
 import { heapFigures, type PrimaryCommand, type ShardEvent } from './init';
 import { applyApps } from '../reload/shard';
 
-export function createCommandHandler(ctx: ShardContext, failover: Failover, shutdownNow: (final: ShardEvent) => void): (cmd: PrimaryCommand) => void {
+export function createCommandHandler(ctx: ShardContext, failover: Failover, shutdownNow: (final: ShardEvent) => void, drain: (unreadyMs: number, windowMs: number) => void): (cmd: PrimaryCommand) => void {
   const { init, promMetrics, post, log, bus } = ctx;
   const answerMetrics = (req: number): void => {
     if (!promMetrics) return post({ type: 'metrics', req, metrics: [] });
@@ -16,6 +16,7 @@ export function createCommandHandler(ctx: ShardContext, failover: Failover, shut
   };
   return (cmd) => {
     if (cmd.type === 'shutdown' && !ctx.stopping) shutdownNow({ type: 'stopped' });
+    else if (cmd.type === 'drain') drain(cmd.unreadyMs, cmd.windowMs);
     else if (cmd.type === 'metrics') answerMetrics(cmd.req);
     else if (cmd.type === 'tap') ctx.tap?.watch(cmd.apps);
     else if (cmd.type === 'apps') {

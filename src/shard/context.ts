@@ -99,6 +99,8 @@ export interface ShardContext {
   readonly history: ShardHistory;
   /** Set once the shard stops (shutdown or crash handling): closing sockets then tell no owner. */
   stopping: boolean;
+  /** Set once a drain starts (shard/drain.ts): /up, new upgrades and new HTTP sessions answer 503. */
+  draining: boolean;
   /** Presence shadows of the failover (shard/failover.ts), bound once it is built. */
   shadows: PresenceShadows | null;
   /** Member events per pair of shards, for the owner reconciliation (channels/reconcile.ts). */
@@ -181,7 +183,7 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
 
   const tally = new MemberTally(shards);
   // The context is filled in below; the callbacks read it late (owner ↔ publisher ↔ webhooks).
-  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, buckets, tap, filters, delta, stopping: false, shadows: null, tally, topics, fallback: null } as Partial<ShardContext> as ShardContext;
+  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, buckets, tap, filters, delta, stopping: false, draining: false, shadows: null, tally, topics, fallback: null } as Partial<ShardContext> as ShardContext;
 
   // History channels (history/): numbered and kept by their owner shard; its stage sends their events there.
   // With delta compression the owner sends their numbered messages to the sequencer (docs/history.md).

@@ -63,6 +63,8 @@ export type ShardEvent =
   | { type: 'ready'; port: number }
   | { type: 'listen_failed'; port: number }
   | { type: 'stopped' }
+  /** Answer to `drain`: every client got its 4200 (shard/drain.ts). */
+  | { type: 'drained' }
   /**
    * The shard threw (uncaught exception / unhandled rejection): its listener and every
    * client socket are closed, its bus is stopped and it ends by itself. The primary
@@ -87,6 +89,8 @@ export type ShardEvent =
 /** Primary → shard lifecycle messages. */
 export type PrimaryCommand =
   | { type: 'shutdown' }
+  /** The paced drain before a shutdown (shard/drain.ts): 503 on /up, then the clients' 4200 over windowMs; answer `drained`. */
+  | { type: 'drain'; unreadyMs: number; windowMs: number }
   /** Config reload (reload/shard.ts applies it); answer `apps_applied`. */
   | AppsCommand
   /** Live console: the app ids watched now (console/tap.ts). */

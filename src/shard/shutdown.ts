@@ -14,6 +14,9 @@
 // TypeScript types) closes every socket it holds, WebSocket or HTTP, and runs the
 // onAborted of any request still waiting for its answer.
 //
+// A paced drain (shard/drain.ts) may come first and use up to half of the grace period;
+// the cut then comes at half of what it left.
+//
 // So: close the listener, end every WebSocket with 4200 (queued frames go first, then
 // the close frame), hand the bus, the limiter and the thread's port back at once, and
 // arm an unref'd timer that closes whatever the App still holds at half the grace
@@ -45,8 +48,11 @@ export interface ShutdownDeps {
 }
 
 export interface Shutdown {
-  /** Starts the stop (idempotent); `final` is posted once the shard has let go of the bus. */
-  run(final: ShardEvent): void;
+  /**
+   * Starts the stop (idempotent); `final` is posted once the shard has let go of the bus.
+   * `spentMs`: what a paced drain (shard/drain.ts) already took of the grace period.
+   */
+  run(final: ShardEvent, spentMs?: number): void;
   /** When the remaining sockets are (or were) cut, in ms after run(). */
   readonly cutAfterMs: number;
 }
@@ -55,13 +61,17 @@ export interface Shutdown {
 export const CUT_SHARE = 0.5;
 
 export function createShutdown(deps: ShutdownDeps): Shutdown {
-  const cutAfterMs = Math.floor(deps.graceMs * CUT_SHARE);
+  let cutAfterMs = Math.floor(deps.graceMs * CUT_SHARE);
   let started = false;
   return {
-    cutAfterMs,
-    run(final) {
+    get cutAfterMs() {
+      return cutAfterMs;
+    },
+    run(final, spentMs = 0) {
       if (started) return;
       started = true;
+      // half of what the drain left of the grace period
+      cutAfterMs = Math.floor(Math.max(0, deps.graceMs - spentMs) * CUT_SHARE);
       deps.closeListener();
       for (const ws of [...deps.sockets.values()]) {
         // Ended sockets leave the map (and this loop's copy holds no ended one twice).

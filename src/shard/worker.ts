@@ -18,6 +18,7 @@ import { createFailover, type Failover } from './failover';
 import type { ShardEvent, ShardInit } from './init';
 import { createListeners } from './listen';
 import { createShutdown } from './shutdown';
+import { createDrain } from './drain';
 import { startReconciler } from './reconcile';
 
 const init = workerData as ShardInit;
@@ -80,11 +81,18 @@ if (init.testHooks) {
     return message(ws, m, isBinary);
   };
 }
+// A draining shard (shard/drain.ts) takes no new client: 503, which a balancer can retry elsewhere.
+const upgrade = behavior.upgrade!;
+behavior.upgrade = (res, req, context) => {
+  if (!ctx.draining) return upgrade(res, req, context);
+  res.writeStatus('503 Service Unavailable').writeHeader('Retry-After', '1').end('Server is draining: connect to another node', true);
+};
 uws.ws('/app/:key', behavior);
 // HTTP fallback sessions (fallback/): the same connection handlers as the WebSockets.
 ctx.fallback = ctx.topics && createFallback({
   config, apps: ctx.apps, shardId, shards: ctx.shards, handlers: behavior, counters: ctx.counters, hooks: hooks.ws, topics: ctx.topics, bus,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`, metrics: ctx.metrics, log: logOf('fallback'),
+  draining: () => ctx.draining,
 });
 ctx.fallback?.register(uws);
 
@@ -107,6 +115,7 @@ registerRoutes(uws, {
   hooks: hooks.publish,
   ...ctx.history.api,
   stopping: () => ctx.stopping,
+  draining: () => ctx.draining,
 });
 
 const sweepTimer = setInterval(() => {
@@ -141,14 +150,17 @@ const shutdown = createShutdown({
   clock: { setTimeout },
 });
 
+const drain = createDrain({ sockets, clock: { now: Date.now, setTimeout }, done: () => post({ type: 'drained' }) });
+
 function shutdownNow(final: ShardEvent): void {
   ctx.stopping = true;
+  drain.cancel();
   clearInterval(sweepTimer);
   reconciler.stop();
   webhooks?.stop(); // what this turn reported goes to the primary before the bus stops
   hooks.close();
   ctx.fallback?.stop(); // requests relayed to other shards' sessions get their 4200 here
-  shutdown.run(final);
+  shutdown.run(final, drain.startedAt === null ? 0 : Date.now() - drain.startedAt);
 }
 
 listeners.start(shutdownNow);
@@ -162,4 +174,7 @@ if (promMetrics) {
   });
 }
 
-parentPort!.on('message', createCommandHandler(ctx, failover, shutdownNow));
+parentPort!.on('message', createCommandHandler(ctx, failover, shutdownNow, (unreadyMs, windowMs) => {
+  ctx.draining = true;
+  drain.run(unreadyMs, windowMs);
+}));

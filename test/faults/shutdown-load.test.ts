@@ -168,6 +168,7 @@ t.test('SIGTERM to `ringcast start` with 2,000 subscribers under load', async (t
       'host: 127.0.0.1', `port: ${port}`, `workers: ${WORKERS}`, `shutdown_grace_period: ${GRACE_MS}`,
       // the 2,000 subscribers all come from 127.0.0.1
       'limits:', '  max_connections_per_ip: 10000',
+      'shutdown_drain_window: 0', // every client at once: the paced drain is test/faults/drain.test.ts
       'log:', '  level: warn', 'apps:', `  - id: ${APP.id}`, `    key: ${APP.key}`, `    secret: ${APP.secret}`, '',
     ].join('\n'));
     const proc = spawn(process.execPath, [path.join(ROOT, 'bin', 'ringcast.js'), 'start', '--config', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -60,6 +60,8 @@ export async function startServer(overrides: ConfigInput = {}): Promise<TestServ
       workers: WORKERS,
       log: { level: 'error' },
       apps: [{ ...APP }],
+      // stops take no paced drain unless the test asks (test/faults/drain.test.ts)
+      shutdown_drain_window: 0,
       ...(wantsDelta(overrides) ? {} : { delta_compression: { enabled: false } }),
       ...overrides,
     },
