@@ -201,7 +201,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
 
   /** Stage writes into the batch `into()` gives (asked at each write). */
   const writesInto = (into: () => PipelineBatch): StageWrites => ({
-    publish: (targets, app, channel, except, message, tags) => into().publish(targets, app, channel, except, message, tags),
+    publish: (targets, app, channel, except, message, tags, trace) => into().publish(targets, app, channel, except, message, tags, trace),
     control: (to, msg) => into().control(to, msg),
     after: (fn) => void afters.push(fn),
   });

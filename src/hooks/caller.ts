@@ -10,6 +10,7 @@
 // Requests are signed as webhooks are (X-Pusher-Key, X-Pusher-Signature: hex HMAC-SHA256
 // of the raw body with the app secret), so the `pusher` SDK's webhook() verifies them.
 
+import { Attr, SpanKind, SpanStatusCode, tracing } from '../tracing/tracer';
 import type { AppConfig, Config, HookKind } from '../config/types';
 import { webhookSignature } from '../protocol/hmac';
 import type { BoundCounter, MetricsSink } from '../metrics/types';
@@ -147,7 +148,8 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
     return { allow: true, data };
   }
 
-  async function send(app: AppConfig, hook: CompiledHook, body: HookBody, signal: AbortSignal | undefined): Promise<Verdict> {
+  /** `traceparent`: the hook call's span (tracing on), passed on to the backend. */
+  async function send(app: AppConfig, hook: CompiledHook, body: HookBody, signal: AbortSignal | undefined, traceparent: string | null): Promise<Verdict> {
     const breaker = breakerOf(hook.url);
     const started = now();
     if (!breaker.admit(started)) return failed(app, hook, body, 'skipped', 'breaker_open', 'circuit breaker open');
@@ -156,6 +158,7 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
       'content-type': 'application/json',
       [config.webhooks.key_header]: app.key,
       [config.webhooks.signature_header]: webhookSignature(app.secret, json),
+      ...(traceparent === null ? {} : { traceparent }),
     };
     inFlight++;
     inFlightGauge.inc();
@@ -198,7 +201,14 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
       if (inFlight >= hc.max_in_flight) {
         return Promise.resolve(failed(app, hook, body, 'skipped', 'overloaded', `${hc.max_in_flight} calls already in flight on this thread`));
       }
-      return send(app, hook, body, signal);
+      const tr = tracing();
+      if (tr === null) return send(app, hook, body, signal, null);
+      return tr.around('ringcast.hook', SpanKind.CLIENT, { [Attr.AppId]: app.id, [Attr.Kind]: hook.kind, [Attr.Url]: hook.url }, async (span) => {
+        const v = await send(app, hook, body, signal, tr.current());
+        span.setAttribute('ringcast.hook.allowed', v.allow);
+        if (!v.allow && v.failed) span.setStatus({ code: SpanStatusCode.ERROR, message: v.reason });
+        return v;
+      });
     },
     inFlight: () => inFlight,
     close: () => http.close(),

@@ -55,6 +55,8 @@ export interface Tracing {
   current(): string | null;
   /** A publish handed to `delivered` local subscribers, child of `traceparent` (another thread's) or of the active span; nothing when neither is sampled. */
   delivered(app: string, channel: string, delivered: number, traceparent: string | null | undefined): void;
+  /** A short step (ended at once), child of `traceparent` (another thread's) or of the active span; nothing when neither is sampled. */
+  step(name: string, kind: SpanKind, traceparent: string | null | undefined, attrs: Attributes): void;
   /** Exports what is left; resolves when done (or timed out). */
   shutdown(): Promise<void>;
 }
@@ -159,6 +161,9 @@ export function startTracing(s: TracingSettings, thread: string): Tracing {
       return carrier.traceparent ?? null;
     },
     delivered(app, channel, delivered, traceparent) {
+      t.step('ringcast.deliver', SpanKind.CONSUMER, traceparent, { [Attr.AppId]: app, [Attr.Channel]: channel, [Attr.Delivered]: delivered, [Attr.Thread]: thread });
+    },
+    step(name, kind, traceparent, attrs) {
       let parent: Context;
       if (traceparent) parent = remote(traceparent, null);
       else {
@@ -166,10 +171,7 @@ export function startTracing(s: TracingSettings, thread: string): Tracing {
         if (span === undefined || (span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
         parent = context.active();
       }
-      tracer.startSpan('ringcast.deliver', {
-        kind: SpanKind.CONSUMER,
-        attributes: { [Attr.AppId]: app, [Attr.Channel]: channel, [Attr.Delivered]: delivered, [Attr.Thread]: thread },
-      }, parent).end();
+      tracer.startSpan(name, { kind, attributes: attrs }, parent).end();
     },
     async shutdown() {
       if (active === t) active = null;
