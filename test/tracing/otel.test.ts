@@ -11,7 +11,7 @@ import t from 'tap';
 import Pusher from 'pusher';
 import { APP, WORKERS, spreadClients, startServer, type TestServer } from '../helpers/server';
 import { connected, pusherJs, subscribed } from '../helpers/pusher-js';
-import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp';
+import { startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp';
 
 /** An agent that sets `traceparent` on each request it sends (when set). */
 class TracingAgent extends http.Agent {
