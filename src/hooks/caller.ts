@@ -208,7 +208,7 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
         span.setAttribute('ringcast.hook.allowed', v.allow);
         if (!v.allow && v.failed) span.setStatus({ code: SpanStatusCode.ERROR, message: v.reason });
         return v;
-      });
+      }, hook.kind !== 'publish'); // a publish's hook call: a span of the publish's trace only
     },
     inFlight: () => inFlight,
     close: () => http.close(),

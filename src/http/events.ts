@@ -201,7 +201,7 @@ function publishAll(deps: ApiDeps, msgs: Outgoing[]): Promise<void> | null {
   }
   const wait = history.numbered(() => deps.publisher.publish(msgs));
   // tracing on: the wait for Redis to number the history channels' messages, as a span
-  if (wait !== null && deps.tracing) return deps.tracing.around('ringcast.history.number', SpanKind.INTERNAL, { [Attr.Messages]: msgs.length }, () => wait);
+  if (wait !== null && deps.tracing) return deps.tracing.around('ringcast.history.number', SpanKind.INTERNAL, { [Attr.Messages]: msgs.length }, () => wait, false);
   return wait;
 }
 

@@ -17,7 +17,7 @@
 //   ringcast.history.number a history channel's messages numbered in Redis
 //   ringcast.adapter.publish a publish sent to the other nodes
 
-import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { context, INVALID_SPAN_CONTEXT, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -49,8 +49,12 @@ export interface Tracing {
   readonly tracer: Tracer;
   /** A server span continuing `traceparent` (when valid), `fn` run with it active; ended when `fn`'s result settles. */
   serve<T>(name: string, traceparent: string | null, tracestate: string | null, attrs: Attributes, fn: (span: Span) => T | Promise<T>, status: (r: T) => number): T | Promise<T>;
-  /** A span around `fn` (a call out, a stage), child of the active context; ended when it settles. */
-  around<T>(name: string, kind: SpanKind, attrs: Attributes, fn: (span: Span) => Promise<T>): Promise<T>;
+  /**
+   * A span around `fn` (a call out, a stage), child of the active context; ended when it
+   * settles. `root` false: only as a child of a recorded span (a stage of a publish), else
+   * `fn` runs with a span that records nothing.
+   */
+  around<T>(name: string, kind: SpanKind, attrs: Attributes, fn: (span: Span) => Promise<T>, root?: boolean): Promise<T>;
   /** The active sampled span's context as a `traceparent`, or null (nothing to carry). */
   current(): string | null;
   /** A publish handed to `delivered` local subscribers, child of `traceparent` (another thread's) or of the active span; nothing when neither is sampled. */
@@ -62,6 +66,8 @@ export interface Tracing {
 }
 
 let active: Tracing | null = null;
+/** The span of a stage whose publish is not recorded. */
+const NOT_RECORDED: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
 /** This thread's tracing, or null: off. */
 export function tracing(): Tracing | null {
@@ -129,6 +135,8 @@ export function startTracing(s: TracingSettings, thread: string): Tracing {
     serve(name, traceparent, tracestate, attrs, fn, status) {
       const parent = remote(traceparent, tracestate);
       const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes: attrs }, parent);
+      // not sampled: nothing below it is recorded either, so no context to carry
+      if (!span.isRecording()) return fn(span);
       const ctx = trace.setSpan(parent, span);
       let r: ReturnType<typeof fn>;
       try {
@@ -141,7 +149,8 @@ export function startTracing(s: TracingSettings, thread: string): Tracing {
       }
       return settle(span, r, status);
     },
-    around(name, kind, attrs, fn) {
+    around(name, kind, attrs, fn, root = true) {
+      if (!root && trace.getActiveSpan()?.isRecording() !== true) return fn(NOT_RECORDED);
       const span = tracer.startSpan(name, { kind, attributes: attrs });
       let r: Promise<unknown>;
       try {

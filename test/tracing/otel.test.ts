@@ -123,6 +123,9 @@ t.test('the OTEL_* variables alone turn it on; stop() exports what is still queu
   for (const c of raws) await c.subscribe('env');
   const caller = callerSpan();
   const agent = new TracingAgent({ keepAlive: false });
+  // a traceparent that is not W3C's form: ignored, the publish starts a trace of its own
+  agent.traceparent = '00-not-a-trace-01';
+  await sdkWith(srv, agent).trigger('env', 'first', {});
   agent.traceparent = caller.traceparent;
   await sdkWith(srv, agent).trigger('env', 'ev', {});
   await Promise.all(raws.map((c) => c.event('ev', 'env', 5000)));
@@ -132,4 +135,7 @@ t.test('the OTEL_* variables alone turn it on; stop() exports what is still queu
   const spans = rx.spans.filter((s) => s.traceId === caller.traceId);
   t.equal(delivered(spans), raws.length, 'every delivery span was exported before the threads ended');
   t.ok(spans.some((s) => s.name === 'POST /apps/{app_id}/events' && s.resource['service.name'] === 'from-env'), 'OTEL_SERVICE_NAME');
+  const roots = rx.spans.filter((s) => s.name === 'POST /apps/{app_id}/events' && s.traceId !== caller.traceId);
+  t.equal(roots.length, 1, 'the publish with a malformed traceparent was traced');
+  t.equal(roots[0]?.parentSpanId, '', 'as a new trace (always_on)');
 });
