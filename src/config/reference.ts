@@ -181,6 +181,7 @@ export function typeText(s: Node): string {
       if (lo === undefined) return 'integer';
       return hi !== undefined ? `integer ${lo}–${hi}` : `integer ≥ ${lo}`;
     }
+    case 'number': return s.minimum !== undefined && s.maximum !== undefined ? `number ${String(s.minimum)}–${String(s.maximum)}` : 'number';
     case 'boolean': return 'boolean';
     case 'string': return s.pattern === '\\S' || s.minLength === 1 ? 'non-empty string' : 'string';
     case 'array': {

@@ -129,10 +129,15 @@ export function startTracing(s: TracingSettings, thread: string): Tracing {
     spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: s.url }), scheduledDelayMillis: 1000 })],
   });
   const tracer = provider.getTracer('ringcast');
+  /** What the sampler decides without asking it: a new trace (no traceparent) or every trace is never recorded. */
+  const neverRoot = s.sampler === 'always_off' || s.sampler === 'parentbased_always_off' || (s.sampler.endsWith('traceidratio') && s.ratio === 0);
+  const never = s.sampler === 'always_off' || (s.sampler === 'traceidratio' && s.ratio === 0);
 
   const t: Tracing = {
     tracer,
     serve(name, traceparent, tracestate, attrs, fn, status) {
+      // a request that would not be recorded costs no span at all
+      if (never || (neverRoot && traceparent === null)) return fn(NOT_RECORDED);
       const parent = remote(traceparent, tracestate);
       const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes: attrs }, parent);
       // not sampled: nothing below it is recorded either, so no context to carry
