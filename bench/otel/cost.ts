@@ -87,8 +87,8 @@ async function subscribers(port: number, n: number): Promise<WebSocket[]> {
   return Promise.all(Array.from({ length: n }, () => new Promise<WebSocket>((resolve, reject) => {
     const ws = new WebSocket(`ws://127.0.0.1:${port}/app/${APP.key}?protocol=7&client=js&version=8.4.0`);
     ws.on('error', reject);
-    ws.on('message', (raw) => {
-      const f = JSON.parse(raw.toString()) as { event: string };
+    ws.on('message', (raw: Buffer) => {
+      const f = JSON.parse(raw.toString('utf8')) as { event: string };
       if (f.event === 'pusher:connection_established') ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel: 'bench' } }));
       else if (f.event === 'pusher_internal:subscription_succeeded') resolve(ws);
     });
