@@ -190,6 +190,7 @@ export function startTracing(s: TracingSettings, thread: string): Tracing {
     async shutdown() {
       if (active === t) active = null;
       await provider.shutdown().catch(() => undefined);
+      context.disable(); // the context manager goes with it (a later start registers its own)
     },
   };
   active = t;
