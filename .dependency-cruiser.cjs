@@ -33,6 +33,7 @@ const LAYERS = [
   ['redis/'],
   ['apps/'],
   ['limits/'],
+  ['tracing/'],
   ['log.ts', 'thread-name.ts', 'runtime.ts'],
   ['protocol/', 'bus/', 'config/', 'filter/'],
 ];

@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { checkConfig } from './check-config';
 import { initAppStore } from './apps/init';
 import { ConfigError, loadConfig } from './config';
+import { tracingSettings } from './tracing/settings';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
@@ -81,6 +82,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     config = loadConfig({ file, env: process.env });
     assertSupported(config);
+    tracingSettings(config.tracing, process.env); // a bad OTEL_* variable fails here, as a bad key does
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`ringcast: invalid configuration: ${err.message}\n`);

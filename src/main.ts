@@ -40,6 +40,8 @@ import { spawnSequencer } from './delta/spawn';
 import { deltaRoute } from './delta/stage';
 import { coordinated, withDeltaLocal, type DeltaLocal } from './delta/coord';
 import type { DeltaShardInit } from './delta/init';
+import { tracingSettings, type TracingSettings } from './tracing/settings';
+import { startTracing, stopTracing } from './tracing/tracer';
 
 // Ring size and spill bound: config bus.ring_bytes (unset: derived from the thread count so
 // that the mesh stays ≤ 4 MiB × threads, bus/topology.ts) and bus.max_spill_bytes (64 MiB
@@ -109,7 +111,7 @@ export class ListenError extends Error {
   readonly code = 'RC_ERR_LISTEN';
 }
 
-async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger, webhooks: WebhookService | null, appStoreUp: SharedArrayBuffer): Promise<Started | null> {
+async function startOnce(config: Config, port: number, testHooks: boolean, bridge: boolean, log: Logger, webhooks: WebhookService | null, appStoreUp: SharedArrayBuffer, tracing: TracingSettings | null): Promise<Started | null> {
   const shards = config.workers;
   // Threads of the mesh: the shards, the primary (index shards), the delta sequencer (shards + 1).
   const deltaOn = config.delta_compression.enabled;
@@ -152,7 +154,7 @@ async function startOnce(config: Config, port: number, testHooks: boolean, bridg
   const usedPrefixes = new Set<string>();
   while (usedPrefixes.size < shards) usedPrefixes.add(String(randomInt(100_000_000, 999_999_999)));
   const ids = [...usedPrefixes];
-  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, buckets, clusterUp, appStoreUp, bridge, port, testHooks, delta };
+  const base: ShardBase = { config, apps: [...config.apps], appSlots: initialSlots(config.apps), shards, topology, counters, ratelimit, interest, buckets, clusterUp, appStoreUp, bridge, port, testHooks, delta, tracing };
   const handles: ShardHandle[] = [];
   const readies: Promise<ShardEvent>[] = [];
   for (let s = 0; s < shards; s++) {
@@ -181,6 +183,8 @@ function primaryControl(msg: ControlMsg, webhooks: WebhookService | null, log: L
 /** Starts every shard on the configured port (0: a free one is picked) and resolves when all listen. */
 export async function start(config: Config, log: Logger = createLogger(config.log), opts: StartOptions = {}): Promise<RunningServer> {
   assertSupported(config);
+  // OpenTelemetry traces: the tracing keys and the OTEL_* variables (a ConfigError on a bad one)
+  const tracingOn = tracingSettings(config.tracing, process.env);
   // A configured Redis for the rate limiter must answer now (RateLimiterUnavailable if not).
   await checkRateLimiter(config);
   // So must the Redis of cache.driver redis / redis-cluster (CacheUnavailable if not).
@@ -193,6 +197,10 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
   // Webhooks are sent from this thread; a redis queue must answer now (WebhookQueueUnavailable if not).
   const resources = new StartedResources(log);
   if (appSync) resources.add('app store', () => appSync.stop());
+  if (tracingOn) {
+    startTracing(tracingOn, 'primary');
+    resources.add('tracing', stopTracing);
+  }
   const webhooks = appsWithWebhooks(config) || appSync !== null ? await startWebhookService(config, log, primaryMetrics ?? noMetrics) : null;
   if (webhooks) resources.add('webhook service', () => webhooks.stop(0));
   /** A step that failed: everything started before it stops, then the error goes up. */
@@ -210,7 +218,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     const port = config.port === 0 ? await freePort(config.host) : config.port;
     // A cluster adapter needs every local publish on the primary (channels/bridge.ts).
     const transport = createTransport(config);
-    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks, appSync?.up ?? new SharedArrayBuffer(4))
+    const started = await startOnce(config, port, testHooks, opts.bridge === true || transport !== null, log, webhooks, appSync?.up ?? new SharedArrayBuffer(4), tracingOn)
       .catch(async (err: unknown) => {
         await transport?.close().catch(() => undefined);
         return rollback(err);
@@ -341,6 +349,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
             // the shards' last reports are in: send what is queued within what is left of the grace period
             return webhooks?.stop(Math.max(0, until - Date.now()));
           })
+          .then(() => stopTracing()) // the primary's spans (webhooks, adapter) still queued
           .then(() => {
             log.info('ringcast stopped');
             markStopped();

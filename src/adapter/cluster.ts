@@ -17,6 +17,7 @@
 // primary receives a shard's publishes in bus order and the transport keeps per-publisher
 // order on one subject.
 
+import { Attr, SpanKind, tracing } from '../tracing/tracer';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { BusFullError } from '../bus/errors';
@@ -334,7 +335,9 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
 
   bridge.onLocal((f, delta) => {
     if (left) return; // after `bye`: the other nodes no longer count this one
-    if (tx.publish(subjectOf(f.app, f.channel), encodeNodePublish(id, f, delta))) metrics.inc('adapter_publish_total');
+    const sent = tx.publish(subjectOf(f.app, f.channel), encodeNodePublish(id, f, delta));
+    if (f.trace) tracing()?.step('ringcast.adapter.publish', SpanKind.PRODUCER, f.trace, { [Attr.AppId]: f.app, [Attr.Channel]: f.channel, 'ringcast.adapter.backend': tx.name, 'ringcast.adapter.sent': sent });
+    if (sent) metrics.inc('adapter_publish_total');
     else {
       metrics.inc('adapter_errors_total');
       logLimited(log, 'warn', { backend: tx.name, channel: f.channel }, 'cluster: a publish was not sent to the other nodes: the backend is down or not answering');

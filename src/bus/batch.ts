@@ -31,13 +31,13 @@ export interface BatchWriter {
   canWrite(to: number, lengths: readonly number[]): boolean;
   /** Stamps and writes a payload; throws BusFullError if not taken. */
   write(to: number, type: number, payload: Uint8Array): void;
-  publishSelf(app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags): void;
+  publishSelf(app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags, trace: string | null): void;
   controlSelf(msg: ControlMsg): void;
 }
 
 type Entry =
   | { to: number; type: typeof FrameType.Publish; payload: Uint8Array; local: null }
-  | { to: number; type: typeof FrameType.Publish; payload: null; local: { app: string; channel: string; except: string; message: Uint8Array; tags: FrameTags } }
+  | { to: number; type: typeof FrameType.Publish; payload: null; local: { app: string; channel: string; except: string; message: Uint8Array; tags: FrameTags; trace: string | null } }
   | { to: number; type: typeof FrameType.Control; payload: Uint8Array | null; msg: ControlMsg };
 
 export class BusBatch {
@@ -52,7 +52,7 @@ export class BusBatch {
   }
 
   /** Adds a publish to each of `targets` (distinct thread indexes; may include this thread). The bytes are copied now. */
-  publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null): this {
+  publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null, trace: string | null = null): this {
     this.open();
     const epoch = this.bus.nextEpoch();
     for (let i = 0; i < targets.length; i++) this.bus.checkTarget(targets[i], epoch);
@@ -60,9 +60,9 @@ export class BusBatch {
     for (let i = 0; i < targets.length; i++) {
       const to = targets[i];
       if (to === this.bus.self) {
-        this.entries.push({ to, type: FrameType.Publish, payload: null, local: { app, channel, except, message: Buffer.from(message), tags } });
+        this.entries.push({ to, type: FrameType.Publish, payload: null, local: { app, channel, except, message: Buffer.from(message), tags, trace } });
       } else {
-        payload ??= encodePublish(app, channel, except, message, tags); // shared: write() copies it into each ring
+        payload ??= encodePublish(app, channel, except, message, tags, trace); // shared: write() copies it into each ring
         this.entries.push({ to, type: FrameType.Publish, payload, local: null });
       }
     }
@@ -95,7 +95,7 @@ export class BusBatch {
     for (const e of this.entries) {
       if (e.payload !== null) continue;
       if (e.type === FrameType.Control) this.bus.controlSelf(e.msg);
-      else this.bus.publishSelf(e.local.app, e.local.channel, e.local.except, e.local.message, e.local.tags);
+      else this.bus.publishSelf(e.local.app, e.local.channel, e.local.except, e.local.message, e.local.tags, e.local.trace);
     }
   }
 

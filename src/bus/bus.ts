@@ -79,7 +79,7 @@ export class Bus {
       write: (to, type, payload) => {
         if (this.stopped || !this.ends.write(to, type, this.clock.stamp(payload))) throw new BusFullError(to); // not after canWrite
       },
-      publishSelf: (app, channel, except, message, tags) => this.publish(self, app, channel, except, message, tags),
+      publishSelf: (app, channel, except, message, tags, trace) => this.publish(self, app, channel, except, message, tags, trace),
       controlSelf: (msg) => this.control(self, msg),
     };
   }
@@ -99,16 +99,16 @@ export class Bus {
   }
 
   /** Throws BusFullError when the ring and its spill queue to `to` are full (nothing taken). */
-  publish(to: number, app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null): void {
+  publish(to: number, app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null, trace: string | null = null): void {
     if (to === this.self) {
-      if (this.handling) this.handlers!.onPublish({ app, channel, except, message, tags });
-      else if (this.quiet()) this.deliverNow({ app, channel, except, message, tags });
+      if (this.handling) this.handlers!.onPublish({ app, channel, except, message, tags, trace });
+      else if (this.quiet()) this.deliverNow({ app, channel, except, message, tags, trace });
       // drain may hold the frame back for ordering: it keeps a copy (the caller's bytes are
       // only its own during the call; shard/fanout.ts reuses them).
-      else this.drain({ stamp: this.clock.tick(), from: this.self, type: FrameType.Publish, payload: null, local: { app, channel, except, message: Buffer.from(message), tags } });
+      else this.drain({ stamp: this.clock.tick(), from: this.self, type: FrameType.Publish, payload: null, local: { app, channel, except, message: Buffer.from(message), tags, trace } });
       return;
     }
-    if (this.stopped || !this.ends.write(to, FrameType.Publish, this.clock.stamp(encodePublish(app, channel, except, message, tags)))) {
+    if (this.stopped || !this.ends.write(to, FrameType.Publish, this.clock.stamp(encodePublish(app, channel, except, message, tags, trace)))) {
       throw new BusFullError(to);
     }
   }
@@ -121,7 +121,7 @@ export class Bus {
    * nowhere (so a 503 means no subscriber got it). The frame is encoded once. A bad or
    * repeated index throws RangeError, also before anything is written.
    */
-  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null): void {
+  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null, trace: string | null = null): void {
     const epoch = this.nextEpoch();
     let payload: Uint8Array | null = null;
     let local = false;
@@ -133,7 +133,7 @@ export class Bus {
         continue;
       }
       if (this.stopped) throw new BusFullError(to);
-      payload ??= encodePublish(app, channel, except, message, tags);
+      payload ??= encodePublish(app, channel, except, message, tags, trace);
       if (!this.ends.wouldTake(to, payload.length)) throw new BusFullError(to);
     }
     if (payload !== null) {
@@ -142,7 +142,7 @@ export class Bus {
         if (to !== this.self && !this.ends.write(to, FrameType.Publish, this.clock.stamp(payload))) throw new BusFullError(to); // not after wouldTake
       }
     }
-    if (local) this.publish(this.self, app, channel, except, message, tags);
+    if (local) this.publish(this.self, app, channel, except, message, tags, trace);
   }
 
   /** publishTo() every shard (threads 0 … threads − 2). */

@@ -258,11 +258,12 @@ export const STAMP_BYTES = 4;
 
 // ── Publish frame codec ──────────────────────────────────────────────────────
 // [u32 stamp][u16 appLen][app utf8][u16 channelLen][channel utf8][u8 exceptLen][except ascii]
-// [u16 tagsLen][tags utf8][message bytes]
+// ([u8 traceLen][traceparent ascii] when exceptLen has TRACED set) [u16 tagsLen][tags utf8][message bytes]
 // The tag section (tag filtering, filter/) is the event's tags as sorted JSON, so a shard
 // filters without parsing the message; tagsLen 0 = untagged (the usual frame: two bytes
 // more, no other work), TAGS_ALL_LEN = a protocol message every subscriber gets, filtered
-// or not (subscription_count).
+// or not (subscription_count). The trace section (tracing/) is the W3C traceparent of the
+// publish's sampled span, written only while tracing is on: the usual frame pays nothing.
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -272,6 +273,8 @@ export const TAGS_ALL: unique symbol = Symbol('every subscriber');
 /** A publish frame's tags: none (untagged), the sorted tags JSON, or every subscriber. */
 export type FrameTags = null | string | typeof TAGS_ALL;
 const TAGS_ALL_LEN = 0xffff;
+/** The bit of the except length byte that says a trace section follows (socket_ids are at most 64 bytes). */
+const TRACED = 0x80;
 
 export interface PublishFrame {
   app: string;
@@ -281,6 +284,8 @@ export interface PublishFrame {
   message: Uint8Array;
   /** The tag section; absent = null (untagged). */
   tags?: FrameTags;
+  /** The `traceparent` of the publish (tracing on and sampled); absent = none. */
+  trace?: string | null;
 }
 
 /** The tag section's bytes of `tags` (a JSON object string, or TAGS_ALL). */
@@ -291,19 +296,22 @@ function tagBytes(tags: FrameTags): Uint8Array | null {
   return t;
 }
 
-export function encodePublish(app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null): Uint8Array {
+export function encodePublish(app: string, channel: string, except: string, message: Uint8Array, tags: FrameTags = null, trace: string | null = null): Uint8Array {
   const a = enc.encode(app);
   const c = enc.encode(channel);
   const x = enc.encode(except);
-  if (a.length > 0xffff || c.length > 0xffff || x.length > 0xff) throw new RangeError('publish header field too long');
+  if (a.length > 0xffff || c.length > 0xffff || x.length >= TRACED) throw new RangeError('publish header field too long');
   const t = tags === null ? null : tagBytes(tags);
   const tl = t === null ? 0 : t.length;
-  const out = new Uint8Array(STAMP_BYTES + 2 + a.length + 2 + c.length + 1 + x.length + 2 + tl + message.length);
+  const p = trace === null ? null : enc.encode(trace);
+  if (p !== null && p.length > 0xff) throw new RangeError('publish trace context too long');
+  const out = new Uint8Array(STAMP_BYTES + 2 + a.length + 2 + c.length + 1 + x.length + (p === null ? 0 : 1 + p.length) + 2 + tl + message.length);
   const dv = new DataView(out.buffer);
   let o = STAMP_BYTES;
   dv.setUint16(o, a.length); o += 2; out.set(a, o); o += a.length;
   dv.setUint16(o, c.length); o += 2; out.set(c, o); o += c.length;
-  out[o++] = x.length; out.set(x, o); o += x.length;
+  out[o++] = p === null ? x.length : x.length | TRACED; out.set(x, o); o += x.length;
+  if (p !== null) { out[o++] = p.length; out.set(p, o); o += p.length; }
   dv.setUint16(o, tags === TAGS_ALL ? TAGS_ALL_LEN : tl); o += 2;
   if (t !== null) { out.set(t, o); o += tl; }
   out.set(message, o);
@@ -317,13 +325,16 @@ export function decodePublish(buf: Uint8Array): PublishFrame {
   const app = dec.decode(buf.subarray(o, o + al)); o += al;
   const cl = dv.getUint16(o); o += 2;
   const channel = dec.decode(buf.subarray(o, o + cl)); o += cl;
-  const xl = buf[o++];
+  const xb = buf[o++];
+  const xl = xb & ~TRACED;
   const except = dec.decode(buf.subarray(o, o + xl)); o += xl;
+  let trace: string | null = null;
+  if (xb !== xl) { const pl = buf[o++]; trace = dec.decode(buf.subarray(o, o + pl)); o += pl; }
   const tl = dv.getUint16(o); o += 2;
   let tags: FrameTags = null;
   if (tl === TAGS_ALL_LEN) tags = TAGS_ALL;
   else if (tl > 0) { tags = dec.decode(buf.subarray(o, o + tl)); o += tl; }
-  return { app, channel, except, message: buf.subarray(o), tags };
+  return trace === null ? { app, channel, except, message: buf.subarray(o), tags } : { app, channel, except, message: buf.subarray(o), tags, trace };
 }
 
 /** [u32 stamp][JSON utf8] */

@@ -14,6 +14,7 @@
 // are bridged as they were, at no cost; primary → nodes in the node frame
 // (adapter/wire.ts), and a remote publish enters that node's delta route with it.
 
+import { tracing } from '../tracing/tracer';
 import type { Logger } from 'pino';
 import type { PublishFrame } from '../bus/messages';
 import { Force, forceOf } from '../bus/delta-input';
@@ -36,7 +37,8 @@ export function bridgeOut(primary: number): OutboundStage {
       // presence carries them (adapter/), not this copy
       if (m.kind === 'api' || m.kind === 'client' || m.kind === 'user') {
         const message = m.delta === undefined ? m.message : FLAG[forceOf(m.delta)] + m.message;
-        w.publish(to, m.app, m.channel, m.except, Buffer.from(message), m.tags ?? null);
+        const tr = tracing();
+        w.publish(to, m.app, m.channel, m.except, Buffer.from(message), m.tags ?? null, tr === null ? null : tr.current());
       }
       return false; // the local shards get it as well
     },

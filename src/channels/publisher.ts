@@ -35,6 +35,7 @@ import type { Interest } from './interest';
 import { ownerOf } from './owner';
 import { topicOf } from './topic';
 import { logLimited } from '../log';
+import type { Tracing } from '../tracing/tracer';
 
 /** What a message is: only `api` events are cached (cache channels) and counted as API publishes. */
 export type MessageKind = 'api' | 'client' | 'member' | 'count' | 'user';
@@ -57,7 +58,7 @@ export interface Outgoing {
 export interface PipelineBus {
   readonly self: number;
   /** All or nothing over `targets` (BusFullError, written nowhere). `self` may be a target. */
-  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags?: FrameTags): void;
+  publishTo(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags?: FrameTags, trace?: string | null): void;
   control(to: number, msg: ControlMsg): void;
   /** Frames written all or nothing (bus/batch.ts): commit() throws BusFullError having written none. */
   batch(): PipelineBatch;
@@ -65,7 +66,7 @@ export interface PipelineBus {
 
 /** Frames into a bus batch (the bytes are copied at once). */
 export interface BatchWrites {
-  publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags?: FrameTags): unknown;
+  publish(targets: ArrayLike<number>, app: string, channel: string, except: string, message: Uint8Array, tags?: FrameTags, trace?: string | null): unknown;
   control(to: number, msg: ControlMsg): unknown;
 }
 
@@ -126,7 +127,12 @@ export interface PublisherDeps {
   /** Sees each member event this shard delivers (the shadow member sets, channels/rebuild.ts). */
   onMember?(m: MemberMsg): void;
   stages?: { delta?: OutboundStage[]; adapter?: OutboundStage[]; filter?: InboundStage[] };
+  /** OpenTelemetry traces (tracing/tracer.ts); null or absent: off, and no publish carries a trace context. */
+  tracing?: PublishTracing | null;
 }
+
+/** What the pipeline needs of tracing: the trace context a publish carries, a span per delivery. */
+export type PublishTracing = Pick<Tracing, 'current' | 'delivered'>;
 
 export type MemberMsg = Extract<ControlMsg, { type: 'member' }>;
 
@@ -158,6 +164,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   const meters: Meters = metersFor(deps.metrics ?? noMetrics);
   const outStages: OutboundStage[] = [...(deps.stages?.delta ?? NO_STAGES), ...(deps.stages?.adapter ?? NO_STAGES)];
   const filters: InboundStage[] = deps.stages?.filter ?? NO_STAGES;
+  const tracing = deps.tracing ?? null;
   let scratch = Buffer.allocUnsafe(16 * 1024);
   const targetBuf: number[] = [];
   /** True while a publish from `scratch` / `targetBuf` is under way (a nested one allocates). */
@@ -194,7 +201,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
 
   /** Stage writes into the batch `into()` gives (asked at each write). */
   const writesInto = (into: () => PipelineBatch): StageWrites => ({
-    publish: (targets, app, channel, except, message, tags) => into().publish(targets, app, channel, except, message, tags),
+    publish: (targets, app, channel, except, message, tags, trace) => into().publish(targets, app, channel, except, message, tags, trace),
     control: (to, msg) => into().control(to, msg),
     after: (fn) => void afters.push(fn),
   });
@@ -264,7 +271,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       const bytes = encoded(m.message);
       busy = true;
       try {
-        bus.publishTo(targets, m.app, m.channel, m.except, bytes, tagsOf(m));
+        bus.publishTo(targets, m.app, m.channel, m.except, bytes, tagsOf(m), tracing === null ? null : tracing.current());
       } catch (err) {
         settle(mark, false);
         throw err;
@@ -278,7 +285,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   /** The publish frames of `m` to the shards with interest, into `batch` (which copies the bytes at once). */
   function add(batch: PipelineBatch, m: Outgoing): void {
     const targets = interest.targets(m.app, m.channel, busy ? [] : targetBuf);
-    if (targets.length > 0) batch.publish(targets, m.app, m.channel, m.except, encoded(m.message), tagsOf(m));
+    if (targets.length > 0) batch.publish(targets, m.app, m.channel, m.except, encoded(m.message), tagsOf(m), tracing === null ? null : tracing.current());
   }
 
   /**
@@ -324,8 +331,9 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     if (uws === null) return;
     // messages_sent_total counts what is handed to uWS (sockets over their backpressure
     // limit skip it inside uWS, uncounted).
-    const n = publishExcept(uws, topic, f.message, f.except ? sockets.get(f.except) : undefined, meters.enabled);
+    const n = publishExcept(uws, topic, f.message, f.except ? sockets.get(f.except) : undefined, meters.enabled || tracing !== null);
     if (meters.enabled) meters.delivered(f.app, f.message, n);
+    if (tracing !== null) tracing.delivered(f.app, f.channel, n, f.trace);
   }
 
   return {

@@ -35,3 +35,16 @@ export const log = section({
   colors_enabled: bool(false, { doc: 'Colours in the human format (refused with json).', env: 'LOG_COLORS_ENABLED' }),
   include_target: bool(false, { doc: 'Add thread (primary, shard-N) and module to every line.', env: 'LOG_INCLUDE_TARGET' }),
 }, 'Logging (docs/operations.md, "Logging").');
+
+export const tracing = section({
+  enabled: bool(false, { doc: 'OpenTelemetry traces over OTLP/HTTP (docs/observability.md). The standard OTEL_* variables turn them on too (an OTLP endpoint, or OTEL_TRACES_EXPORTER=otlp), and OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none off.' }),
+  endpoint: Type.String({
+    format: 'ringcast-http-url', default: '',
+    ...meta({ doc: 'OTLP/HTTP traces URL (e.g. http://collector:4318/v1/traces); empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else http://localhost:4318/v1/traces. Those variables win over this key.', rule: 'must be an http:// or https:// URL, or empty' }),
+  }),
+  sample_ratio: Type.Number({
+    minimum: 0, maximum: 1, default: 1,
+    ...meta({ doc: 'Share of new traces recorded (0 … 1); a request carrying a traceparent follows its caller\'s decision. OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG win over this key.', rule: 'must be a number from 0 to 1' }),
+  }),
+  service_name: str('ringcast', { doc: 'service.name of the spans; OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) wins over it.' }),
+}, 'OpenTelemetry traces (docs/observability.md).');

@@ -181,6 +181,11 @@ export function typeText(s: Node): string {
       if (lo === undefined) return 'integer';
       return hi !== undefined ? `integer ${lo}–${hi}` : `integer ≥ ${lo}`;
     }
+    case 'number': {
+      const lo = s.minimum as number | undefined;
+      const hi = s.maximum as number | undefined;
+      return lo !== undefined && hi !== undefined ? `number ${lo}–${hi}` : 'number';
+    }
     case 'boolean': return 'boolean';
     case 'string': return s.pattern === '\\S' || s.minLength === 1 ? 'non-empty string' : 'string';
     case 'array': {

@@ -9,7 +9,7 @@
 //   channels-schema.ts       event_limits, channel_limits, presence, protocol, tag_filtering,
 //                            delta_compression, history, idempotency
 //   backend-calls-schema.ts  webhooks, hook_client
-//   ops-schema.ts            metrics, console, log
+//   ops-schema.ts            metrics, console, log, tracing
 //   app-schema.ts            apps[] (AppSchema and its per-app maps), app_manager
 //
 // To add a key: add one entry in its section (builders in schema-kit.ts), e.g.
@@ -27,7 +27,7 @@ import { bus, cors, http, httpFallback, limits, serverKeys, ssl, unixSocket, web
 import { adapter, cache, database, queue, rateLimiter } from './backends-schema';
 import { channelLimits, deltaCompression, eventLimits, history, idempotency, presence, protocol, tagFiltering } from './channels-schema';
 import { hookClient, webhooks } from './backend-calls-schema';
-import { liveConsole, log, metrics } from './ops-schema';
+import { liveConsole, log, metrics, tracing } from './ops-schema';
 import { AppList, AppManagerSchema, type AppConfig, type AppStoreConfig } from './app-schema';
 
 export { HEADER_NAME, MAX_HISTORY_SIZE, MAX_WORKERS, WEBHOOK_EVENT_TYPES };
@@ -49,6 +49,7 @@ export const GlobalSchema = Type.Object({
   cors,
   metrics,
   console: liveConsole,
+  tracing,
   websocket,
   bus,
   http,

@@ -10,6 +10,7 @@
 // Requests are signed as webhooks are (X-Pusher-Key, X-Pusher-Signature: hex HMAC-SHA256
 // of the raw body with the app secret), so the `pusher` SDK's webhook() verifies them.
 
+import { Attr, SpanKind, SpanStatusCode, tracing } from '../tracing/tracer';
 import type { AppConfig, Config, HookKind } from '../config/types';
 import { webhookSignature } from '../protocol/hmac';
 import type { BoundCounter, MetricsSink } from '../metrics/types';
@@ -152,7 +153,8 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
     return { allow: true, data };
   }
 
-  async function send(app: AppConfig, hook: CompiledHook, body: HookBody, signal: AbortSignal | undefined): Promise<Verdict> {
+  /** `traceparent`: the hook call's span (tracing on), passed on to the backend. */
+  async function send(app: AppConfig, hook: CompiledHook, body: HookBody, signal: AbortSignal | undefined, traceparent: string | null): Promise<Verdict> {
     const breaker = breakerOf(app.id, hook.url);
     const started = now();
     let json: string;
@@ -166,6 +168,7 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
       'content-type': 'application/json',
       [config.webhooks.key_header]: app.key,
       [config.webhooks.signature_header]: webhookSignature(app.secret, json),
+      ...(traceparent === null ? {} : { traceparent }),
     };
     inFlight++;
     appInFlight.set(app.id, (appInFlight.get(app.id) ?? 0) + 1);
@@ -217,8 +220,16 @@ export function createHookCaller(deps: CallerDeps): HookCaller {
       }
       // A call never rejects: whatever throws on the way (a body that cannot be serialised)
       // is a failure under the hook's on_failure, not an unhandled rejection of the shard.
-      return send(app, hook, body, signal).catch((err: unknown) =>
+      const guarded = (traceparent: string | null) => send(app, hook, body, signal, traceparent).catch((err: unknown) =>
         failed(app, hook, body, 'failed', 'internal', err instanceof Error ? err.message : String(err)));
+      const tr = tracing();
+      if (tr === null) return guarded(null);
+      return tr.around('ringcast.hook', SpanKind.CLIENT, { [Attr.AppId]: app.id, [Attr.Kind]: hook.kind, [Attr.Url]: hook.url }, async (span) => {
+        const v = await guarded(tr.current());
+        span.setAttribute('ringcast.hook.allowed', v.allow);
+        if (!v.allow && v.failed) span.setStatus({ code: SpanStatusCode.ERROR, message: v.reason });
+        return v;
+      }, hook.kind !== 'publish'); // a publish's hook call: a span of the publish's trace only
     },
     inFlight: () => inFlight,
     close: () => http.close(),

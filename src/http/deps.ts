@@ -9,6 +9,7 @@ import type { RateLimiter } from '../ratelimit/types';
 import type { PublishHooks } from '../hooks/publish';
 import type { RestHistory } from '../history/rest';
 import type { IdemReply, IdemRoute } from '../history/idempotency';
+import type { Tracing } from '../tracing/tracer';
 
 /** What the HTTP API needs, built once in shard/worker.ts. */
 export interface ApiDeps {
@@ -48,6 +49,8 @@ export interface ApiDeps {
     done(app: string, key: string, status: number, body: unknown, route: IdemRoute): void;
     release(app: string, key: string): void;
   };
+  /** OpenTelemetry traces (tracing/tracer.ts); null or absent: off. */
+  tracing?: Tracing | null;
   /** True once the shard is shutting down: answers close their connection. */
   stopping(): boolean;
   /** A paced drain is under way (shard/drain.ts): /up answers 503. */

@@ -17,6 +17,7 @@ import { isIdempotencyDown } from '../history/idempotency';
 import { then, type MaybePromise } from './maybe';
 import { limitBackendEvents } from './ratelimit';
 import { jsonError, PUBLISHED, type ApiResponse } from './request';
+import { Attr, SpanKind } from '../tracing/tracer';
 
 export interface ParsedEvent {
   name: string;
@@ -205,7 +206,10 @@ function publishAll(deps: ApiDeps, msgs: Outgoing[]): Promise<void> | null {
     deps.publisher.publish(msgs);
     return null;
   }
-  return history.numbered(() => deps.publisher.publish(msgs));
+  const wait = history.numbered(() => deps.publisher.publish(msgs));
+  // tracing on: the wait for Redis to number the history channels' messages, as a span
+  if (wait !== null && deps.tracing) return deps.tracing.around('ringcast.history.number', SpanKind.INTERNAL, { [Attr.Messages]: msgs.length }, () => wait, false);
+  return wait;
 }
 
 /** The publish hook (hooks/publish.ts): the events to publish (data maybe replaced), or the refusal. Synchronous without a hook. */

@@ -9,7 +9,11 @@ export interface ApiRequest {
   path: string;
   query: string;
   params: string[];
-  headers: { authorization: string | null; origin: string | null; contentLength: number | null; forwardedFor: string | null; forwarded: string | null; connectionClose: boolean };
+  headers: {
+    authorization: string | null; origin: string | null; contentLength: number | null; forwardedFor: string | null; forwarded: string | null; connectionClose: boolean;
+    /** W3C trace context (read only while tracing is on, else null). */
+    traceparent?: string | null; tracestate?: string | null;
+  };
   ip: string;
   body: Buffer;
 }
@@ -87,7 +91,7 @@ const NO_BODY = Buffer.alloc(0);
  * address and X-Forwarded-For are only read when `withIp` (the per-IP limit needs them).
  * `method` is the route's (uWS routes by method).
  */
-export function captureRequest(res: HttpResponse, req: HttpRequest, method: 'GET' | 'POST', paramCount: number, withIp: boolean): ApiRequest {
+export function captureRequest(res: HttpResponse, req: HttpRequest, method: 'GET' | 'POST', paramCount: number, withIp: boolean, withTrace = false): ApiRequest {
   const params: string[] = [];
   for (let i = 0; i < paramCount; i++) params.push(req.getParameter(i) ?? '');
   const cl = method === 'POST' ? req.getHeader(H_CONTENT_LENGTH) : '';
@@ -103,6 +107,7 @@ export function captureRequest(res: HttpResponse, req: HttpRequest, method: 'GET
       forwardedFor: withIp ? req.getHeader(H_FORWARDED_FOR) || null : null,
       forwarded: withIp ? req.getHeader(H_FORWARDED) || null : null,
       connectionClose: method === 'POST' && /(^|,)\s*close\s*($|,)/i.test(req.getHeader(H_CONNECTION)),
+      ...(withTrace ? { traceparent: req.getHeader('traceparent') || null, tracestate: req.getHeader('tracestate') || null } : {}),
     },
     ip: withIp ? decoder.decode(res.getRemoteAddressAsText()) : '',
     body: NO_BODY,

@@ -16,6 +16,7 @@ import { attempt, then, type MaybePromise } from './maybe';
 import { ipLimited, limitApp, limitIp } from './ratelimit';
 import { RateLimiterUnavailable } from '../ratelimit/types';
 import { HistoryUnavailableError } from '../history/types';
+import { Attr } from '../tracing/tracer';
 import { captureRequest, jsonError, keepBody, writeResponse, type ApiRequest, type ApiResponse } from './request';
 
 type ApiHandler = (deps: ApiDeps, app: AppConfig, req: ApiRequest, params: ReadonlyMap<string, string>) => MaybePromise<ApiResponse>;
@@ -49,6 +50,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
   /** This shard's request-body bytes in flight (limits.http_body_bytes_in_flight). */
   const bodyBudget = createBodyBudget(config.limits.http_body_bytes_in_flight);
   const metricsOn = metersFor(deps.metrics).enabled;
+  const tracer = deps.tracing ?? null;
   /** CORS headers of answers, read-only and shared when they do not depend on the request's Origin. */
   const anyOrigin = config.cors.origin.includes('*') ? Object.freeze(corsHeaders(config.cors, null)) : null;
   const noOrigin = Object.freeze(corsHeaders(config.cors, null));
@@ -104,9 +106,22 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     if (!state.aborted) writeResponse(res, r, corsFor(req.headers.origin), deps.stopping(), inCallback);
   }
 
+  /**
+   * A publish route's handler in a server span (tracing on): it continues the request's
+   * `traceparent`, and the publish's deliveries on every shard are its children.
+   */
+  function traced(route: string, handler: ApiHandler): ApiHandler {
+    if (tracer === null) return handler;
+    const t = tracer;
+    const name = `POST ${route.replace(':appId', '{app_id}')}`;
+    return (d, app, req, params) => t.serve(name, req.headers.traceparent ?? null, req.headers.tracestate ?? null,
+      { [Attr.Method]: 'POST', [Attr.Route]: route, [Attr.AppId]: app.id }, () => handler(d, app, req, params), (r) => r.status);
+  }
+
   function api(method: 'get' | 'post', pattern: string, paramCount: number, handler: ApiHandler) {
     const limited = LIMITED_ROUTES.has(pattern);
     const withIp = limited && ipLimited(deps);
+    const withTrace = tracer !== null && TRACED_ROUTES.has(pattern);
 
     /**
      * What the request line and headers decide, before any of the body is read: the app,
@@ -157,7 +172,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
       });
       let req: ApiRequest;
       try {
-        req = captureRequest(res, hreq, method === 'post' ? 'POST' : 'GET', paramCount, withIp);
+        req = captureRequest(res, hreq, method === 'post' ? 'POST' : 'GET', paramCount, withIp, withTrace);
       } catch (err) {
         log.error({ err }, 'could not read an API request');
         writeResponse(res, jsonError(400, 'unreadable request'), {}, true);
@@ -203,8 +218,8 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
     return jsonError(413, `request body is larger than ${config.http.request_limit_in_mb} MB`);
   }
 
-  api('post', '/apps/:appId/events', 1, (d, app, req) => postEvents(d, app, req.body));
-  api('post', '/apps/:appId/batch_events', 1, (d, app, req) => postBatchEvents(d, app, req.body));
+  api('post', '/apps/:appId/events', 1, traced('/apps/:appId/events', (d, app, req) => postEvents(d, app, req.body)));
+  api('post', '/apps/:appId/batch_events', 1, traced('/apps/:appId/batch_events', (d, app, req) => postBatchEvents(d, app, req.body)));
   api('get', '/apps/:appId/channels', 1, (d, app, _req, params) => getChannels(d, app, params));
   api('get', '/apps/:appId/channels/:channel', 2, (d, app, req, params) => getChannel(d, app, req.params[1], params));
   api('get', '/apps/:appId/channels/:channel/users', 2, (d, app, req) => getUsers(d, app, req.params[1]));
@@ -268,6 +283,9 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
 }
 
 /** Routes under the rate limits (spec "Endpoints", column "Rate limited"). */
+/** The routes whose requests get a server span (tracing on). */
+const TRACED_ROUTES: ReadonlySet<string> = new Set(['/apps/:appId/events', '/apps/:appId/batch_events']);
+
 const LIMITED_ROUTES: ReadonlySet<string> = new Set([
   '/apps/:appId/events', '/apps/:appId/batch_events', '/apps/:appId/channels',
   '/apps/:appId/channels/:channel', '/apps/:appId/channels/:channel/users', '/apps/:appId/channels/:channel/history',

@@ -23,6 +23,7 @@ import { createShardHistory, createShardHistorySide, type ShardHistory } from '.
 import type { HistoryShard } from '../history/shard';
 import type { RedisHistory } from '../history/redis';
 import { createPublisher, type Publisher } from '../channels/publisher';
+import { tracing } from '../tracing/tracer';
 import { createUserDirectory } from '../channels/user-directory';
 import { createUserOwner, type UserOwner } from '../channels/users';
 import { deepFreeze } from '../config/freeze';
@@ -193,6 +194,7 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
     bus, interest, shards, uws: fanout, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
     onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
     memberSent: (s) => tally.sent[s]++,
+    tracing: tracing(),
     stages: {
       // cluster_coordination: the primary gets the event's position first (delta/coord.ts)
       // (a history channel's events reach the sequencer from its owner once numbered, memory driver)

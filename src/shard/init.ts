@@ -6,6 +6,7 @@ import type { TapCommand, TapReport } from '../console/tap';
 import type { MetricsJson } from '../metrics/registry';
 import type { AppsApplied, AppsCommand } from '../reload/plan';
 import type { DeltaShardInit } from '../delta/init';
+import type { TracingSettings } from '../tracing/settings';
 
 /** workerData of a shard thread. */
 export interface ShardInit {
@@ -43,6 +44,8 @@ export interface ShardInit {
   /** The memory rate limiter's process-wide state (ratelimit/memory.ts); null for other drivers. */
   ratelimit: SharedArrayBuffer | null;
   port: number;
+  /** OpenTelemetry traces (tracing/settings.ts): each shard exports its own spans; null: off. */
+  tracing: TracingSettings | null;
   /** Digits that start every socket_id of this shard (unique per shard). */
   socketIdPrefix: string;
   /**

@@ -9,6 +9,7 @@ import { createWsBehavior } from '../ws/connection';
 import { createFallback } from '../fallback/service';
 import { ownedState } from '../webhooks/shard';
 import { nameThread } from '../thread-name';
+import { startTracing, stopTracing, tracing } from '../tracing/tracer';
 import { createShardHooks } from '../hooks';
 import type { Socket, SocketData } from '../ws/types';
 import { createCommandHandler } from './commands';
@@ -23,6 +24,8 @@ import { startReconciler } from './reconcile';
 
 const init = workerData as ShardInit;
 nameThread(`shard-${init.shardId}`);
+// before the context: the publish pipeline it builds reads tracing()
+if (init.tracing) startTracing(init.tracing, `shard-${init.shardId}`);
 const ctx = createShardContext(init, (e) => parentPort!.postMessage(e));
 const { shardId, config, log, logOf, post, uws, sockets, bus, promMetrics, limiter, sharedCache, webhooks, owner } = ctx;
 const listeners = createListeners(ctx);
@@ -114,6 +117,7 @@ registerRoutes(uws, {
   appStoreUp: config.app_manager.driver === 'array' ? undefined : () => Atomics.load(appStoreUp, 0) === 1,
   hooks: hooks.publish,
   ...ctx.history.api,
+  tracing: tracing(),
   stopping: () => ctx.stopping,
   draining: () => ctx.draining,
 });
@@ -144,7 +148,8 @@ const shutdown = createShutdown({
   closeAll: () => (uws as TemplatedApp & { close(): void }).close(),
   bus, post, log,
   // an open Redis socket would keep this thread alive
-  limiter: { close: () => Promise.all([limiter.close(), sharedCache?.close(), ctx.history.close()]).then(() => undefined) },
+  // (and the spans still queued are exported before the thread ends)
+  limiter: { close: () => Promise.all([limiter.close(), sharedCache?.close(), ctx.history.close(), stopTracing()]).then(() => undefined) },
   endThread: () => parentPort!.close(),
   graceMs: config.shutdown_grace_period,
   clock: { setTimeout },

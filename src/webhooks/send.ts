@@ -8,6 +8,7 @@ import { webhookSignature } from '../protocol/hmac';
 import { TimeoutError, type HttpPoster } from './http';
 import type { LambdaInvoker } from './lambda';
 import { RETRY_STATUSES, type Outcome } from './outcome';
+import { Attr, SpanKind, SpanStatusCode, tracing } from '../tracing/tracer';
 
 export { RETRY_STATUSES, type Outcome };
 
@@ -37,7 +38,19 @@ export interface SendDeps {
   http: HttpPoster;
 }
 
-export async function attempt(job: Job, deps: SendDeps): Promise<Outcome> {
+/** One attempt; with tracing on, in a client span whose context the request carries (`traceparent`). */
+export function attempt(job: Job, deps: SendDeps): Promise<Outcome> {
+  const tr = tracing();
+  if (tr === null) return send(job, deps, null);
+  return tr.around('ringcast.webhook', SpanKind.CLIENT, { [Attr.AppId]: job.app, [Attr.Url]: job.url, 'ringcast.webhook.events': job.events }, async (span) => {
+    const out = await send(job, deps, tr.current());
+    if (out.status !== undefined) span.setAttribute(Attr.Status, out.status);
+    if (!out.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: out.reason });
+    return out;
+  });
+}
+
+async function send(job: Job, deps: SendDeps, traceparent: string | null): Promise<Outcome> {
   const cred = deps.credentials(job.app);
   const custom = deps.headers(job.app, job.url);
   if (!cred || !custom) return { ok: false, retry: false, reason: 'config', error: 'app or endpoint no longer configured' };
@@ -48,6 +61,7 @@ export async function attempt(job: Job, deps: SendDeps): Promise<Outcome> {
     [deps.cfg.key_header]: cred.key,
     // hex HMAC-SHA256 of the raw body with the app secret: what pusher's webhook() checks
     [deps.cfg.signature_header]: webhookSignature(cred.secret, job.body),
+    ...(traceparent === null ? {} : { traceparent }),
   };
   try {
     const status = await deps.http.post(job.url, headers, job.body);
