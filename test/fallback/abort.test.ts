@@ -19,7 +19,7 @@ const ABORT_MS = 1000;
 
 t.test('Session: an aborted request ends the session after the short grace, a reopen past the stream limit does not', async (t) => {
   const closed: string[] = [];
-  const mk = (id: string) => new Session(id, 'key', newSocketData(`1.${id}`, null, null), {
+  const mk = (id: string) => new Session(id, 'key', { ip: '127.0.0.1', ua: '' }, newSocketData(`1.${id}`, null, null), {
     handlers: { open() {}, message() {}, close: () => void closed.push(id) },
     topics: createSessionTopics(nativeFanout({ publish: () => true, numSubscribers: () => 0 })),
     maxQueueBytes: 1 << 24, closeOnOverflow: false, onClosed() {}, now: () => 0,
