@@ -1,10 +1,12 @@
-// `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`, `ringcast --help`,
+// `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`,
+// `ringcast drain [--config FILE]`, `ringcast --help`,
 // `ringcast --version`.
 
 import { existsSync } from 'node:fs';
 import { checkConfig } from './check-config';
 import { ConfigError, loadConfig } from './config';
 import { assertSupported } from './config/support';
+import { drainCommand } from './drain-command';
 import { createLogger } from './log';
 import { start } from './main';
 import { reloadOnSighup } from './reload/primary';
@@ -14,6 +16,9 @@ const USAGE = `Usage:
   ringcast check-config [--config FILE]
                                    print the effective configuration (secrets masked), or
                                    its errors; exit status 0, or 78 when it is invalid
+  ringcast drain [--config FILE]   ask the running node of that configuration to drain and
+                                   stop, as SIGTERM (POST /drain on its metrics listener,
+                                   with metrics.token)
   ringcast --help                  show this help
   ringcast --version               print the version
 
@@ -36,7 +41,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const cmd = args.shift();
-  if (cmd !== 'start' && cmd !== 'check-config') {
+  if (cmd !== 'start' && cmd !== 'check-config' && cmd !== 'drain') {
     process.stderr.write(`ringcast: ${cmd === undefined ? 'missing command' : `unknown command "${cmd}"`}\n\n${USAGE}\n`);
     return 2;
   }
@@ -73,6 +78,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
+  if (cmd === 'drain') return drainCommand(config, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
   const log = createLogger(config.log);
   // Signal handlers go in before the shards start: a shard answers /up (and takes
   // clients) as soon as it listens, before start() resolves, and a SIGTERM in that
