@@ -1,11 +1,14 @@
 // `ringcast start [--config FILE]`, `ringcast check-config [--config FILE]`,
-// `ringcast import soketi|sockudo FILE`, `ringcast --help`, `ringcast --version`.
+// `ringcast import soketi|sockudo FILE`, `ringcast drain [--config FILE]`, `ringcast --help`,
+// `ringcast --version`.
 
 import { existsSync } from 'node:fs';
+import http from 'node:http';
 import { checkConfig } from './check-config';
 import { initAppStore } from './apps/init';
 import { ConfigError, loadConfig } from './config';
 import { tracingSettings } from './tracing/settings';
+import type { Config } from './config/types';
 import { assertSupported } from './config/support';
 import { createLogger } from './log';
 import { start } from './main';
@@ -21,6 +24,9 @@ const USAGE = `Usage:
                                    create ringcast's own apps table in the database of
                                    app_manager.driver (postgres, mysql, dynamodb)
 ${IMPORT_USAGE}
+  ringcast drain [--config FILE]   ask the running node of that configuration to drain and
+                                   stop, as SIGTERM (POST /drain on its metrics listener,
+                                   with metrics.token)
   ringcast --help                  show this help
   ringcast --version               print the version
 
@@ -30,6 +36,41 @@ Every option of the config file can be overridden by its environment variable
 function version(): string {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   return (require('../../package.json') as { version: string }).version;
+}
+
+/** `ringcast drain`: POST /drain on the configuration's metrics listener, with metrics.token. */
+export function drainCommand(config: Config, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+  const m = config.metrics;
+  if (!m.enabled) {
+    err('ringcast drain: metrics.enabled is false: POST /drain is served on the metrics listener\n');
+    return Promise.resolve(78);
+  }
+  if (!m.token) {
+    err('ringcast drain: metrics.token is empty: the node refuses POST /drain without it\n');
+    return Promise.resolve(78);
+  }
+  // a wildcard bind is reached on the loopback
+  const host = m.host === '0.0.0.0' || m.host === '::' ? '127.0.0.1' : m.host;
+  return new Promise((resolve) => {
+    const req = http.request({ host, port: m.port, path: '/drain', method: 'POST', agent: false, headers: { authorization: `Bearer ${m.token}` }, timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (b: Buffer) => { body += b.toString(); });
+      res.on('end', () => {
+        if (res.statusCode === 202) {
+          out(`ringcast drain: ${host}:${m.port} is draining, then stops\n`);
+          return resolve(0);
+        }
+        err(`ringcast drain: ${host}:${m.port} answered ${res.statusCode}: ${body.trim()}\n`);
+        resolve(1);
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer within 10 s')));
+    req.on('error', (e) => {
+      err(`ringcast drain: could not reach the metrics listener on ${host}:${m.port}: ${e.message}\n`);
+      resolve(1);
+    });
+    req.end();
+  });
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -49,7 +90,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`ringcast: app-store ${sub === undefined ? 'needs a subcommand' : `has no subcommand "${sub}"`}: init\n\n${USAGE}\n`);
     return 2;
   }
-  if (cmd !== 'start' && cmd !== 'check-config' && cmd !== 'app-store') {
+  if (cmd !== 'start' && cmd !== 'check-config' && cmd !== 'app-store' && cmd !== 'drain') {
     process.stderr.write(`ringcast: ${cmd === undefined ? 'missing command' : `unknown command "${cmd}"`}\n\n${USAGE}\n`);
     return 2;
   }
@@ -90,6 +131,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
+  if (cmd === 'drain') return drainCommand(config, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
   const log = createLogger(config.log);
   // Signal handlers go in before the shards start: a shard answers /up (and takes
   // clients) as soon as it listens, before start() resolves, and a SIGTERM in that

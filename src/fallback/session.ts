@@ -91,7 +91,7 @@ export class Session implements Socket {
     this.detachedAt = this.lastWrite;
   }
 
-  /** Whether a request of app `key` from `peer` is this session's client's. */
+  /** Whether a request of app `key` from `peer` comes from the client that opened the session. */
   owns(key: string, peer: Peer): boolean {
     return key === this.appKey && peer.ip === this.peer.ip && peer.ua === this.peer.ua;
   }

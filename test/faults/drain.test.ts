@@ -10,7 +10,8 @@
 //    would be 8 times; the times are taken in this busy test process);
 //  - every client reconnects through the balancer to B or C (none to A);
 //  - the pusher-js clients resume there with every message once, in order, and a presence
-//    watcher on C sees each of their users leave once and join again.
+//    watcher on C sees each of their users leave once and join again; the webhooks say each
+//    user is present at the end, and left at most once.
 import { createRequire } from 'node:module';
 import http from 'node:http';
 import net from 'node:net';
@@ -21,6 +22,7 @@ import type PusherJS from 'pusher-js';
 import { startNode } from '../helpers/cluster';
 import { connected, pusherJs, subscribeNumbered } from '../helpers/pusher-js';
 import { RedisServer } from '../helpers/redis';
+import { startReceiver } from '../webhooks/receiver';
 import { APP, RawClient, WORKERS, eventually, type TestServer } from '../helpers/server';
 
 type ClientModule = typeof import('../../client/index.js');
@@ -118,11 +120,13 @@ function rawClient(first: string, again: string, closes: number[]) {
 t.test(`paced drain: 3 nodes on Redis, ${RAW} raw clients and ${PUSHERS} pusher-js with history (${WORKERS} workers)`, async (t) => {
   const redis = await RedisServer.start();
   t.teardown(() => redis.stop());
+  const hooks = await startReceiver();
+  t.teardown(() => hooks.close());
   const cfg = {
     adapter: { driver: 'redis' as const },
     database: { redis: { host: '127.0.0.1', port: redis.port } },
     history: { driver: 'redis' as const },
-    apps: [{ ...APP, channel_history: { 'room-*': { size: 5000, ttl: 120 } } as never }],
+    apps: [{ ...APP, channel_history: { 'room-*': { size: 5000, ttl: 120 } } as never, webhooks: [{ url: hooks.url, event_types: ['member_added', 'member_removed'] }] }],
     shutdown_grace_period: 10_000,
     shutdown_unready_delay: UNREADY_MS,
     shutdown_drain_window: WINDOW_MS,
@@ -215,6 +219,10 @@ t.test(`paced drain: 3 nodes on Redis, ${RAW} raw clients and ${PUSHERS} pusher-
   const want = Array.from({ length: last }, (_, i) => i + 1);
   await eventually(() => pushers.every((_, i) => memberEvents('pusher_internal:member_added', `u${i}`) === 2), 15_000, 'each user to join again on C\'s view');
   for (let i = 0; i < PUSHERS; i++) t.equal(memberEvents('pusher_internal:member_removed', `u${i}`), 1, `u${i}: member_removed once`);
+  // webhooks: each user ends present, and left at most once (a leave and the join elsewhere may cancel out)
+  const hooked = (name: string, user: string) => hooks.events().filter((e) => e.name === name && e.channel === 'presence-room' && e.user_id === user).length;
+  await eventually(() => pushers.every((_, i) => hooked('member_added', `u${i}`) - hooked('member_removed', `u${i}`) === 1), 15_000, 'the webhooks of every user');
+  t.ok(pushers.every((_, i) => hooked('member_removed', `u${i}`) <= 1), `member_removed webhooks per user: ${pushers.map((_, i) => hooked('member_removed', `u${i}`)).join(' ')} (at most 1)`);
   for (const [i, { got, failed }] of pushers.entries()) {
     t.same(got.get('room-1'), want, `pusher-js ${i}: all ${last} messages once, in order`);
     t.same(failed, [], `pusher-js ${i}: no recovery failed`);

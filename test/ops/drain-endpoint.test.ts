@@ -2,8 +2,9 @@
 // paced drain, then the stop). Only with metrics.token, and with it as the bearer token:
 // 405 for another method, 403 without a token configured, 401 without or with a wrong one;
 // 202, then /up answers 503, the connected client gets 4200, the server stops. And
-// `ringcast start` exits 0 after a POST /drain.
-import { spawn } from 'node:child_process';
+// `ringcast drain --config FILE` makes `ringcast start` of the same file exit 0; without a
+// token or without metrics it exits 78 naming the key.
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -57,7 +58,28 @@ t.test('POST /drain without metrics.token: 403', async (t) => {
   t.equal((await request(srv.port, 'GET', '/up')).status, 200, 'the node goes on');
 });
 
-t.test('`ringcast start` exits 0 after POST /drain', async (t) => {
+const cli = (args: string[], env: NodeJS.ProcessEnv) => spawnSync(process.execPath, [path.join(ROOT, 'bin', 'ringcast.js'), ...args], { cwd: ROOT, env, encoding: 'utf8', timeout: 20_000 });
+
+t.test('`ringcast drain` refuses a configuration it cannot use', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-drain-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'config.yaml');
+  const env = { PATH: process.env.PATH };
+  writeFileSync(file, 'metrics:\n  enabled: false\napps:\n  - id: a\n    key: k\n    secret: s\n');
+  let r = cli(['drain', '--config', file], env);
+  t.equal(r.status, 78);
+  t.match(r.stderr, /metrics.enabled is false/);
+  writeFileSync(file, 'metrics:\n  enabled: true\napps:\n  - id: a\n    key: k\n    secret: s\n');
+  r = cli(['drain', '--config', file], env);
+  t.equal(r.status, 78);
+  t.match(r.stderr, /metrics.token is empty/);
+  writeFileSync(file, `metrics:\n  enabled: true\n  port: ${await freePort()}\n  token: ${TOKEN}\napps:\n  - id: a\n    key: k\n    secret: s\n`);
+  r = cli(['drain', '--config', file], env);
+  t.equal(r.status, 1, 'nothing listens there');
+  t.match(r.stderr, /could not reach the metrics listener/);
+});
+
+t.test('`ringcast drain` stops `ringcast start` of the same file', async (t) => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ringcast-drain-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const [port, mport] = [await freePort(), await freePort()];
@@ -78,7 +100,8 @@ t.test('`ringcast start` exits 0 after POST /drain', async (t) => {
     if (proc.exitCode !== null) throw new Error(`ringcast exited: ${stderr}`);
     return (await request(mport, 'GET', '/metrics', `Bearer ${TOKEN}`).catch(() => ({ status: 0 }))).status === 200;
   }, 20_000, 'the metrics listener');
-  const r = await request(mport, 'POST', '/drain', `Bearer ${TOKEN}`);
-  t.equal(r.status, 202, r.body);
+  const r = cli(['drain', '--config', file], env);
+  t.equal(r.status, 0, r.stderr);
+  t.match(r.stdout, /is draining, then stops/);
   t.equal(await exited, 0, `exit code 0${stderr ? `; stderr: ${stderr.slice(0, 300)}` : ''}`);
 });
