@@ -413,7 +413,7 @@ t.test('history: channel_history, history.*, idempotency.*, HISTORY_DRIVER', asy
   const h = (v: unknown) => withApp(app({ channel_history: v }));
   const ok = load(app({ channel_history: { 'chat-*': { size: 100, ttl: 60, rewind: 10 }, feed: { size: 5, ttl: 30 } } })).apps[0].channel_history;
   t.same(ok, { 'chat-*': { size: 100, ttl: 60, rewind: 10 }, feed: { size: 5, ttl: 30, rewind: 0 } }, 'rewind defaults to 0');
-  t.same(load().history, { driver: 'memory', meta_ttl: 86_400, max_recover: 1000, memory_budget_mb: 256 });
+  t.same(load().history, { driver: 'memory', meta_ttl: 86_400, max_recover: 1000, memory_budget_mb: 256, max_questions_per_connection: 4, max_channels_per_shard: 100_000, replay_bytes_per_second: 8_388_608 });
   t.same(load().idempotency, { window_seconds: 120, max_keys: 100_000 });
   fails(t, 'not a map', h(['x']), 'apps[0].channel_history', 'apps[0].channel_history must be a mapping of channel pattern to {size, ttl, rewind}');
   fails(t, 'size 0', h({ 'a-*': { size: 0, ttl: 5 } }), 'apps[0].channel_history.a-*.size', 'must be an integer between 1 and 100000, got 0');

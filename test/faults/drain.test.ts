@@ -130,7 +130,8 @@ t.test(`paced drain: 3 nodes on Redis, ${RAW} raw clients and ${PUSHERS} pusher-
     shutdown_grace_period: 10_000,
     shutdown_unready_delay: UNREADY_MS,
     shutdown_drain_window: WINDOW_MS,
-    limits: { max_connections: 10_000 },
+    // every client of this test comes from 127.0.0.1 (through the in-test balancer)
+    limits: { max_connections: 10_000, max_connections_per_ip: 10_000 },
   };
   const nodes: TestServer[] = [];
   for (let i = 0; i < 3; i++) nodes.push(await startNode(t, cfg));
