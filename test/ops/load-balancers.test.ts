@@ -9,7 +9,9 @@
 //    reconnects through the balancer to the nodes left and receives again;
 //  - the timeouts are longer than the heartbeats (websocket.activity_timeout + pusher-js's
 //    30 s pong wait, http_fallback.heartbeat_interval).
-// The client address the balancers pass (X-Forwarded-For) is not checked here.
+//  - the client address passes through: with `http.trusted_proxies: [127.0.0.1]` (the
+//    balancers' address) a WebSocket opened from 127.0.0.2 reaches the app's connect hook
+//    with ip 127.0.0.2, taken from the X-Forwarded-For the balancer added.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -24,7 +26,8 @@ import { fallbackClient } from '../helpers/fallback';
 import { freePort } from '../helpers/net';
 import { connected, pusherJs } from '../helpers/pusher-js';
 import { RedisServer } from '../helpers/redis';
-import { APP, WORKERS, eventually, type TestServer } from '../helpers/server';
+import { startHookBackend } from '../helpers/hook-backend';
+import { APP, RawClient, WORKERS, eventually, type TestServer } from '../helpers/server';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const NGINX = readFileSync(path.join(ROOT, 'ops', 'nginx', 'ringcast.conf'), 'utf8');
@@ -116,9 +119,14 @@ async function everyoneReceives(port: number, channel: string, got: number[]): P
 t.test(`nginx and HAProxy with the shipped configs in front of 3 nodes (${WORKERS} workers)`, async (t) => {
   const redis = await RedisServer.start();
   t.teardown(() => redis.stop());
+  const backend = await startHookBackend();
+  t.teardown(() => backend.close());
   const cfg = {
     adapter: { driver: 'redis' as const },
     database: { redis: { host: '127.0.0.1', port: redis.port } },
+    // the balancers run on 127.0.0.1: the client address is the one they add to X-Forwarded-For
+    http: { trusted_proxies: ['127.0.0.1'] },
+    apps: [{ ...APP, hooks: { url: backend.url, connect: { enabled: true } } } as never],
     shutdown_grace_period: 8000,
     shutdown_unready_delay: 1500,
     shutdown_drain_window: 500,
@@ -141,6 +149,15 @@ t.test(`nginx and HAProxy with the shipped configs in front of 3 nodes (${WORKER
       const got = await listen(all, `lb-${name}`);
       await everyoneReceives(lb.port, `lb-${name}`, got);
       t.pass('6 WebSocket and 3 xhr_streaming clients received what the SDK published through the balancer');
+    });
+
+    await t.test(`${name}: the client address reaches the node`, async (t) => {
+      const c = await RawClient.connect(`ws://127.0.0.1:${lb.port}/app/${APP.key}?protocol=7`, { localAddress: '127.0.0.2' });
+      t.teardown(() => c.close());
+      t.ok(c.socketId, 'connected from 127.0.0.2 through the balancer');
+      await backend.until((calls) => calls.some((k) => k.body.hook === 'connect' && k.body.socket_id === c.socketId), 10_000, 'the connect hook call');
+      const call = backend.calls.find((k) => k.body.hook === 'connect' && k.body.socket_id === c.socketId)!;
+      t.equal(call.body.connection?.ip, '127.0.0.2', 'the connect hook sees the client address, not the balancer\'s');
     });
   }
 
