@@ -138,7 +138,8 @@ for (const name of ['redis', 'nats'] as const) {
       const cb = b.track(await RawClient.connect(b.wsUrl()));
       const channel = 'replay';
       await cb.subscribe(channel);
-      const pub = `${prefix}.pub`;
+      // the nodes publish on the channel's bucket subject (adapter/buckets.ts; adapter.buckets' default)
+      const pub = `${prefix}.b.${bucketOf(APP.id, channel, 16_384)}`;
       const inj = await injector(cfg, pub);
       t.teardown(() => inj.close());
       const before = { replayed: await rejected(b, 'replayed'), stale: await rejected(b, 'stale') };
