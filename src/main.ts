@@ -250,7 +250,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     let consoleServer: ConsoleServer | null = null;
     if (config.console.enabled) {
       const cc = config.console;
-      consoleServer = await openConsole({ config, base: started.base, bus: started.bus, handles: () => started.handles, reloader, log, metrics: primaryMetrics ?? noMetrics, webhooks, endpoint: withDeltaLocal(started.endpoint, deltaLocal) })
+      consoleServer = await openConsole({ config, base: started.base, bus: started.bus, handles: () => started.handles, reloader, log, metrics: primaryMetrics ?? noMetrics, webhooks, appStore: appSync, endpoint: withDeltaLocal(started.endpoint, deltaLocal) })
         .catch((err: unknown) => rollback(new ListenError(`could not start the console on ${cc.host}:${cc.port}: ${(err as Error).message}`)));
       resources.add('console', () => consoleServer?.close());
       log.info({ host: cc.host, port: consoleServer.port }, 'live console listening');

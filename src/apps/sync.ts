@@ -111,6 +111,11 @@ export class AppSync {
     }
   }
 
+  /** The store's apps in force (the configured ones aside). */
+  storedApps(): readonly AppConfig[] {
+    return this.stored;
+  }
+
   /** The configured apps, then the store's: what the server starts with. */
   apps(): AppConfig[] {
     return [...this.configured, ...this.stored];
