@@ -228,6 +228,14 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         config, transport, bus: started.bus, bridge: started.endpoint, base: started.base, log, metrics: primaryMetrics ?? noMetrics, webhooks,
       }).catch(rollback);
       cluster = pc.node;
+      if (appSync) {
+        const node = pc.node;
+        // an app changed through this node's app API: every other node reads the store now, not after its TTL
+        appSync.announce = () => void node.broadcast({ t: 'apps', node: node.id });
+        node.onPeerMsg((msg) => {
+          if (msg.t === 'apps') void appSync.refresh();
+        });
+      }
       resources.add('cluster node', () => pc.node.stop());
       started.control.handler = pc.control;
       started.control.renewed = pc.renewed;

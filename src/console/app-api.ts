@@ -77,7 +77,7 @@ export async function appApi(d: AppApiDeps, req: IncomingMessage, res: ServerRes
     const taken = d.config.apps.concat(stored()).find((a) => a.id !== app.id && a.key === app.key);
     if (taken) return { status: 409, error: `key ${JSON.stringify(app.key)} is taken by app ${JSON.stringify(taken.id)}` };
     await sync.store.put(raw);
-    await sync.refresh();
+    await sync.changed();
     return null;
   }
 
@@ -118,7 +118,7 @@ export async function appApi(d: AppApiDeps, req: IncomingMessage, res: ServerRes
   if (method === 'GET') return json(res, 200, publicApp(app));
   if (method === 'DELETE') {
     await sync.store.remove(id);
-    await sync.refresh();
+    await sync.changed();
     res.writeHead(204).end();
     return;
   }
