@@ -36,7 +36,7 @@ async function accept(port: number, key: string, n: number, conc: number): Promi
   const one = () => new Promise<void>((resolve) => {
     const ws = new WebSocket(`ws://127.0.0.1:${port}/app/${key}?protocol=7`);
     ws.once('message', (m) => {
-      if (String(m).includes('connection_established')) ok++;
+      if ((m as Buffer).toString('utf8').includes('connection_established')) ok++;
       ws.close();
     });
     ws.once('close', () => resolve());
