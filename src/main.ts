@@ -240,6 +240,14 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
         config, transport, bus: started.bus, bridge: started.endpoint, base: started.base, log, metrics: primaryMetrics ?? noMetrics, webhooks,
       }).catch(rollback);
       cluster = pc.node;
+      if (appSync) {
+        const node = pc.node;
+        // an app changed through this node's app API: every other node reads the store now, not after its TTL
+        appSync.announce = () => void node.broadcast({ t: 'apps', node: node.id });
+        node.onPeerMsg((msg) => {
+          if (msg.t === 'apps') void appSync.refresh();
+        });
+      }
       resources.add('cluster node', () => pc.node.stop());
       started.control.handler = pc.control;
       started.control.renewed = pc.renewed;
@@ -263,7 +271,7 @@ export async function start(config: Config, log: Logger = createLogger(config.lo
     let consoleServer: ConsoleServer | null = null;
     if (config.console.enabled) {
       const cc = config.console;
-      consoleServer = await openConsole({ config, base: started.base, bus: started.bus, handles: () => started.handles, reloader, log, metrics: primaryMetrics ?? noMetrics, webhooks, endpoint: withDeltaLocal(started.endpoint, deltaLocal) })
+      consoleServer = await openConsole({ config, base: started.base, bus: started.bus, handles: () => started.handles, reloader, log, metrics: primaryMetrics ?? noMetrics, webhooks, appStore: appSync, endpoint: withDeltaLocal(started.endpoint, deltaLocal) })
         .catch((err: unknown) => rollback(new ListenError(`could not start the console on ${cc.host}:${cc.port}: ${(err as Error).message}`)));
       resources.add('console', () => consoleServer?.close());
       log.info({ host: cc.host, port: consoleServer.port }, 'live console listening');

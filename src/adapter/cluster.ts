@@ -39,7 +39,7 @@ const STOP_ECHO_WAIT_MS = 1000;
 const MAX_DROPPED = 1000;
 
 /** What the layers above the node exchange (presence, watchlists, connection counts). */
-export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' | 'user' | 'users' }>;
+export type PeerMsg = Extract<NodeMsg, { t: 'member' | 'sync' | 'counts' | 'conns' | 'user' | 'users' | 'apps' }>;
 
 /** Answers a question of another node (a handler per request kind). */
 export type Answerer = (body: unknown, from: string) => unknown;
@@ -254,6 +254,7 @@ export async function startClusterNode(deps: ClusterDeps, connectTimeoutMs: numb
       case 'conns':
       case 'user':
       case 'users':
+      case 'apps':
         seen(msg.node);
         for (const fn of peerListeners) fn(msg);
         return;

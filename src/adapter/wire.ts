@@ -69,7 +69,9 @@ export type NodeMsg =
    */
   | { t: 'users'; node: string; to: string; users: [app: string, userId: string][]; first: boolean; last: boolean; ask?: boolean }
   /** `node`'s connections per app id (adapter/connections.ts); `ask`: as in `sync` (every node answers with its own). */
-  | { t: 'conns'; node: string; counts: Record<string, number>; ask?: boolean };
+  | { t: 'conns'; node: string; counts: Record<string, number>; ask?: boolean }
+  /** `node` changed the database app store (the app API, console/app-api.ts): read it again now (apps/sync.ts). Older builds ignore it. */
+  | { t: 'apps'; node: string };
 
 export type ChannelCount = [app: string, channel: string, total: number];
 export type Occupancy = [op: 'occupied' | 'vacated', app: string, channel: string];

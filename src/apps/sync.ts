@@ -68,6 +68,8 @@ export class AppSync {
   private error: string | null = null;
   private loggedAt = 0;
   private apply: ((apps: AppConfig[]) => Promise<unknown>) | null = null;
+  /** Tells the other nodes of a cluster to read the store now (main.ts sets it with a cluster adapter). */
+  announce: (() => void) | null = null;
   /** Int32[1] the shards read for /up (shard/init.ts appStoreUp): 1 while the last read succeeded. */
   readonly up = new SharedArrayBuffer(4);
   private readonly upFlag = new Int32Array(this.up);
@@ -109,6 +111,17 @@ export class AppSync {
     } finally {
       metrics.observe('app_store_read_duration_seconds', undefined, (performance.now() - t0) / 1000);
     }
+  }
+
+  /** After a write through ringcast: read the table now, and have every other node do so (`announce`). */
+  async changed(): Promise<void> {
+    await this.refresh();
+    this.announce?.();
+  }
+
+  /** The store's apps in force (the configured ones aside). */
+  storedApps(): readonly AppConfig[] {
+    return this.stored;
   }
 
   /** The configured apps, then the store's: what the server starts with. */

@@ -10,7 +10,8 @@
 //   GET  /api/apps/:id/events      live log (text/event-stream)       │ Bearer <token>
 //   GET  /api/apps/:id/history     ?channel=…&limit&direction&        │ (console/auth.ts)
 //                                  after_serial&before_serial&cursor  │
-//   POST /api/apps/:id/publish     {channel, event, data}             ┘
+//   POST /api/apps/:id/publish     {channel, event, data}             │
+//        /api/app-store/apps/…     the app API (console/app-api.ts)   ┘ console.token only
 //
 // The page itself holds no data; every /api answer needs the token (401 naming what was
 // wrong without it, 404 for an app the login may not see). Failed logins are throttled per
@@ -24,7 +25,9 @@ import path from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { ChannelDirectory } from '../channels/directory';
-import type { AppConfig } from '../config/types';
+import type { AppConfig, Config } from '../config/types';
+import type { AppSync } from '../apps/sync';
+import { appApi } from './app-api';
 import { listenHttp } from '../listeners/http';
 import { isPresence, validateChannelName, validateEventName } from '../protocol/channels';
 import { frame } from '../protocol/frames';
@@ -62,6 +65,8 @@ export interface ConsoleDeps {
   webhooks: { observe(fn: ((o: WebhookOutcome) => void) | null): void } | null;
   /** The shard threads of this moment. */
   shards(): readonly Worker[];
+  /** The app API (console/app-api.ts): the config its apps are checked with, and the database app store (null: array). */
+  appStore: { config: Config; store: AppSync | null };
 }
 
 export interface ConsoleServer {
@@ -192,6 +197,10 @@ export function startConsole(deps: ConsoleDeps): Promise<ConsoleServer> {
   }
 
   async function api(req: IncomingMessage, res: ServerResponse, url: string, grant: Grant): Promise<void> {
+    if (url.startsWith('/api/app-store/')) {
+      if (!grant.all) return json(res, 403, { error: 'the app API needs the console token (an app secret does not open it)' });
+      return appApi({ ...deps.appStore, json, readBody }, req, res, url);
+    }
     const apps = visible(grant, deps.apps());
     if (url === '/api/session') {
       if (req.method !== 'GET') return json(res, 405, { error: 'method not allowed' }, { allow: 'GET' });

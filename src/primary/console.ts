@@ -21,6 +21,7 @@ import type { MetricsSink } from '../metrics/types';
 import type { WebhookService } from '../webhooks/service';
 import type { ReloadBase, Reloader } from '../reload/primary';
 import type { ShardHandle } from './spawn';
+import type { AppSync } from '../apps/sync';
 
 export interface ConsoleWiring {
   config: Config;
@@ -33,6 +34,8 @@ export interface ConsoleWiring {
   log: Logger;
   metrics: MetricsSink;
   webhooks: WebhookService | null;
+  /** The database app store (null: app_manager.driver array), for the app API. */
+  appStore: AppSync | null;
 }
 
 export function openConsole(w: ConsoleWiring): Promise<ConsoleServer> {
@@ -62,5 +65,6 @@ export function openConsole(w: ConsoleWiring): Promise<ConsoleServer> {
     history: (app, channel, params) => getHistory(rest, app, channel, params),
     shards: () => w.handles().map((h) => h.worker),
     webhooks: w.webhooks,
+    appStore: { config: w.config, store: w.appStore },
   });
 }
