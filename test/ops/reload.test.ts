@@ -46,7 +46,7 @@ async function firstFrame(port: number, key: string): Promise<{ code: number; cl
 }
 
 function config(apps: AppInput[]) {
-  return loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, apps } });
+  return loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, shutdown_drain_window: 0, apps } });
 }
 
 t.test(`reload: added, removed, disabled and changed apps in every shard (workers ${WORKERS})`, async (t) => {
@@ -108,7 +108,7 @@ t.test(`reload: added, removed, disabled and changed apps in every shard (worker
 t.test('reload: settings other than apps are named, not applied', async (t) => {
   const srv = await startServer({ apps: [A], delta_compression: { enabled: true } });
   t.teardown(() => srv.stop());
-  const next = loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, apps: [A], websocket: { activity_timeout: 60 } } });
+  const next = loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, shutdown_drain_window: 0, apps: [A], websocket: { activity_timeout: 60 } } });
   const r = await srv.server.reload(next);
   t.same(r.restartKeys, ['websocket']);
   t.equal(srv.server.config.websocket.activity_timeout, srv.config.websocket.activity_timeout, 'not applied');
