@@ -192,7 +192,7 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     logLimited(log, 'error', { err, shard: s, channel: (msg as { channel?: string }).channel }, 'delta frame not delivered: internal queue full');
   }
 
-  const backlog = createBacklog({ control: (to, msg) => bus.control(to, msg), hold: deps.hold, lost });
+  const backlog = createBacklog({ control: (to, msg) => bus.control(to, msg), hold: (ms) => deps.hold?.(ms), lost });
   const sendTo = backlog.send;
 
   /** The tag filters delta subscribers registered, per channel (rule 4). */
