@@ -160,9 +160,10 @@ export class Bus {
   }
 
   /**
-   * Test hook (only wired when RINGCAST_TEST_HOOKS=1): stops reading the incoming rings
-   * for `ms`, as if this thread could not keep up; writers fill their rings, then their
-   * spill queues, then get BusFullError. Publishes to this thread itself wait too.
+   * Stops reading the incoming rings for `ms`, as if this thread could not keep up;
+   * writers fill their rings, then their spill queues, then get BusFullError. Publishes
+   * to this thread itself wait too. The delta sequencer's backpressure (delta/backlog.ts),
+   * and a test hook (wired only when RINGCAST_TEST_HOOKS=1).
    */
   pauseDraining(ms: number): void {
     if (this.pauseTimer) clearTimeout(this.pauseTimer);

@@ -57,5 +57,5 @@ export const history = section({
 
 export const idempotency = section({
   window_seconds: int(120, 1, { max: 86_400, doc: 'Seconds a publish\'s idempotency_key is remembered per app: a repeat gets the first answer and is not delivered again. Process-wide with adapter.driver local; cluster-wide with a cluster adapter: in Redis with redis / redis-cluster, in a NATS JetStream key-value bucket with nats (the NATS server needs JetStream: nats-server -js).' }),
-  max_keys: int(100_000, 1, { max: 10_000_000, doc: 'Keys remembered per process with adapter.driver local; past it the oldest are forgotten first. (With a redis adapter Redis keeps them, each for window_seconds.)', ours: true }),
+  max_keys: int(100_000, 1, { max: 10_000_000, doc: 'Keys remembered per process with adapter.driver local; past it the app holding the most keys forgets its oldest first (idempotency_evictions_total). (With a redis adapter Redis keeps them, each for window_seconds.)', ours: true }),
 }, 'Idempotent publish (idempotency_key on events and batch items).');

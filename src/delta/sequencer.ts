@@ -17,9 +17,14 @@
 //  2. A `delta_states` answer (delta_cache_sync) takes its place in the same queue: it
 //     reflects every message decided before it and reaches the shard after their frames.
 //  3. The sequencer never throws into the bus: a message it cannot read is logged and
-//     dropped; a shard whose ring is full misses the frame (logged, counted in
-//     bus_full_total{source="delta_frame"}) and its clients resynchronise (base_index
-//     mismatch → pusher:delta_sync_error).
+//     dropped. A frame for a shard whose ring and spill are full waits, in order, in that
+//     shard's backlog (later frames for it queue behind), retried every RETRY_MS; while a
+//     backlog waits the sequencer reads nothing (its bus is held), so its own ring and
+//     spill fill and the shards' publishes to it are refused (the API answers 503 and
+//     delivers nothing) instead of frames being dropped after a 200 (backlog.ts). Only past
+//     MAX_BACKLOG frames (what was already read and computed) is a frame dropped
+//     (logged, counted in bus_full_total{source="delta_frame"}); its clients resynchronise
+//     (base_index mismatch → pusher:delta_sync_error).
 //  4. Tag filters (spec order: filter, then delta; delta/shard.ts rule 8): a shard
 //     registers each (channel, filter, algorithm) it has delta subscribers of
 //     (`delta_filter`, answered in this queue). A tagged message is also numbered in the
@@ -55,6 +60,7 @@ import { StreamTable, type Decision, type Entry } from './streams';
 import { conflationValueOf, deltaMessage, Force, fullMessage, readSerialInput, SERIAL, STAMPED } from './wire';
 import { logLimited } from '../log';
 import { BusFullError } from '../bus/errors';
+import { createBacklog } from './backlog';
 
 /** The delta pool's queue is full (delta_compression.pool_max_queue): the message goes out in full. */
 export class PoolFullError extends Error {
@@ -89,7 +95,10 @@ export interface SequencerDeps {
   /** Outgoing name of pusher:delta (event_prefix). */
   deltaEvent: string;
   now?: () => number;
+  /** Stop reading the bus for `ms` (0: read again now); rule 3's backpressure. */
+  hold?(ms: number): void;
 }
+
 
 export interface Sequencer {
   publish(f: PublishFrame): void;
@@ -177,17 +186,14 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
     return slot;
   }
 
-  function sendTo(targets: Iterable<number>, msg: ControlMsg): void {
-    for (const s of targets) {
-      try {
-        bus.control(s, msg);
-      } catch (err) {
-        // rule 3: the shard's clients resynchronise on the next delta
-        if (err instanceof BusFullError) dropped.inc();
-        logLimited(log, 'error', { err, shard: s, channel: (msg as { channel?: string }).channel }, 'delta frame not delivered: internal queue full');
-      }
-    }
+  function lost(err: unknown, s: number, msg: ControlMsg): void {
+    // rule 3: the shard's clients resynchronise on the next delta
+    if (err instanceof BusFullError) dropped.inc();
+    logLimited(log, 'error', { err, shard: s, channel: (msg as { channel?: string }).channel }, 'delta frame not delivered: internal queue full');
   }
+
+  const backlog = createBacklog({ control: (to, msg) => bus.control(to, msg), hold: (ms) => deps.hold?.(ms), lost });
+  const sendTo = backlog.send;
 
   /** The tag filters delta subscribers registered, per channel (rule 4). */
   const filters = new Map<string, ChannelFilters>();
@@ -410,6 +416,7 @@ export function createSequencer(deps: SequencerDeps): Sequencer {
 
   /** A replaced shard: its registrations go (it registers its new subscribers afresh). */
   function forgetShard(shard: number): void {
+    backlog.forget(shard);
     for (const [key, reg] of open) {
       if (!reg.users.delete(shard)) continue;
       recount(reg);

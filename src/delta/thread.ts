@@ -36,6 +36,8 @@ async function main(): Promise<void> {
     log,
     metrics: promMetrics ?? undefined,
     deltaEvent: outName(Ev.Delta, config.protocol.event_prefix),
+    // backpressure (sequencer.ts rule 3): not read while a full shard's backlog waits
+    hold: (ms) => bus.pauseDraining(ms),
   });
   bus.start({
     onPublish: (f) => sequencer.publish(f),

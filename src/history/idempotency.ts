@@ -166,7 +166,7 @@ export function createIdempotencyOwner(deps: IdempotencyOwnerDeps) {
 
   function set(app: string, k: string, e: Entry): void {
     let keys = apps.get(app);
-    if (keys === undefined) apps.set(app, keys = new Map());
+    if (keys === undefined) apps.set(app, keys = new Map<string, Entry>());
     if (keys.has(k)) keys.delete(k);
     else size++;
     keys.set(k, e);

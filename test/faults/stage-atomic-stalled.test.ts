@@ -8,8 +8,9 @@
 //  - the primary stalls (testPauseBus(shards)), two nodes on one redis-server: the
 //    adapter-out stage's copy (and cluster_coordination's delta_origin) is refused; local
 //    plain and delta subscribers, and the other node's.
-// And what the sequencer cannot write (a delta frame to a stalled shard, after the 200):
-// counted in bus_full_total{source="delta_frame"}, the client resynchronises.
+// And a stalled shard's ring full of delta frames: the sequencer keeps them and stops
+// reading, so publishes are refused 503 (nothing delivered) instead of frames dropped after
+// a 200; the client decodes every accepted publish once the shard reads again.
 // Runs with 2 shards (4 under RINGCAST_TEST_WORKERS=4).
 
 import t from 'tap';
@@ -31,11 +32,13 @@ t.test('one node: the delta sequencer\'s ring is full', async (t) => {
   await refusedReachesNobody(t, srv, subs, [CHANNEL], SEQUENCER);
 });
 
-t.test('one node: a delta frame the sequencer cannot write to a full shard is counted', async (t) => {
+t.test('one node: a shard\'s ring full of delta frames holds the sequencer back: 503, nothing dropped after a 200', async (t) => {
   // The channel's one subscriber (delta) is on the stalled shard: a publish goes to the
-  // sequencer alone (200), whose ring to that shard fills; the frames it drops are counted
-  // (bus_full_total{source="delta_frame"}, delta/sequencer.ts rule 3), and once the shard
-  // reads again the client resynchronises (pusher:delta_sync_error) and decodes what follows.
+  // sequencer alone, whose ring to that shard fills; the sequencer keeps the frames it
+  // cannot write and stops reading, its own ring and spill fill, and the publishes are
+  // refused 503 (delta/backlog.ts). Nothing is dropped (bus_full_total{source="delta_frame"}):
+  // once the shard reads again the client decodes every publish answered 200, in order,
+  // without a resynchronisation. (Before: every publish 200, frames dropped.)
   const srv = await startServer({ workers: SHARDS, bus: BUS, delta_compression: DELTA, metrics: { enabled: true, port: 0, host: '127.0.0.1' } });
   t.teardown(() => srv.stop());
   const s = await subscriber(srv, 'delta on the stalled shard', true, (x) => x === PAUSED);
@@ -44,25 +47,30 @@ t.test('one node: a delta frame the sequencer cannot write to a full shard is co
   await srv.server.testPauseBus(PAUSED, 60_000);
   const { agent } = await drainingAgent(t, srv);
   const ev = event([CHANNEL]);
+  const accepted: number[] = [];
+  let refused = 0;
   let seq = 0;
-  for (; seq < 5000 && (seq % 50 !== 0 || await dropped() === before); seq++) {
+  for (; seq < 5000 && refused < 20; seq++) {
     const r = await publish(srv.port, ev(seq), { agent });
-    if (r.status !== 200) throw new Error(`publish ${seq} answered ${r.status}: ${r.text}`);
+    if (r.status === 200) accepted.push(seq);
+    else if (r.status === 503) refused++;
+    else throw new Error(`publish ${seq} answered ${r.status}: ${r.text}`);
   }
-  t.ok(await dropped() > before, `after ${seq} publishes, bus_full_total{source="delta_frame"} counts the frames the sequencer dropped`);
+  t.equal(refused, 20, `after ${accepted.length} publishes answered 200, the next are refused 503`);
+  t.equal(await dropped(), before, 'no delta frame dropped');
   await srv.server.testPauseBus(PAUSED, 0);
-  // more publishes until one reaches the client: the first ones after the gap are deltas
-  // against a base it never got (a sync error, answered by a full message)
-  const gap = seq;
+  // a marker publish once the backlog is written: everything answered 200 arrives before it
+  let marker = -1;
   await eventually(async () => {
-    if (seqs(s).some((x) => x !== null && x >= gap)) return true;
-    const r = await publish(srv.port, ev(seq++), { agent });
-    if (r.status !== 200) throw new Error(`publish ${seq - 1} answered ${r.status}: ${r.text}`);
-    return false;
-  }, 20_000, 'the delta client to get a publish made after the dropped frames');
-  const got = seqs(s) as number[];
-  t.ok(got.length < seq && got.every((x, i) => i === 0 || x > got[i - 1]), `the client decoded ${got.length} of ${seq} publishes, in order`);
-  t.ok(s.client.decoder!.stats.syncErrors > 0, 'it resynchronised (pusher:delta_sync_error)');
+    const r = await publish(srv.port, ev(seq), { agent });
+    if (r.status === 200) marker = seq;
+    seq++;
+    return marker >= 0;
+  }, 20_000, 'a publish accepted again once the shard reads');
+  await eventually(() => seqs(s).includes(marker), 20_000, 'the marker');
+  t.same(seqs(s).filter((x) => x !== marker), accepted, 'the client decoded every publish answered 200, in order, and none refused');
+  t.equal(s.client.decoder!.stats.syncErrors, 0, 'no resynchronisation');
+  t.equal(await dropped(), before, 'still none dropped');
 });
 
 t.test('two nodes: the primary\'s ring is full (adapter-out stage)', (t) => clusterCase(t, {}, PRIMARY));
