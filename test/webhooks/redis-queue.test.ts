@@ -187,7 +187,9 @@ t.test('two nodes on one Redis: a start re-sends nothing; a killed node\'s job i
   await gone;
   await eventually(() => Promise.resolve(sent('held').length === 2), LEASE_MS + RENEW_MS + 10_000, 'the job sent again by node b');
   t.equal(sent('held')[1].rawBody, sent('held')[0].rawBody, 'the same request: the queued job');
-  t.equal(await metric(mb, 'webhooks_requeued_total'), 1, 'counted as taken back');
+  // the held job, and the marker's entry too when node a was still sending the marker as it died
+  const requeued = await metric(mb, 'webhooks_requeued_total');
+  t.ok(requeued === 1 || requeued === 2, `counted as taken back (${requeued})`);
   await eventually(async () => total(await processing(redis.port)) === 0, 5000, 'processing lists empty');
 });
 
