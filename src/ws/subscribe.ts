@@ -304,8 +304,18 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     track(d, app, channel, sub);
     subscribeTopic(ws, d, app, channel, sub, filter, algo);
     meters.app(app.id).subscription(type).inc();
-    succeeded(ws, channel, '{}');
-    afterSucceeded(ws, d, app, channel, sub, plan, filter, algo);
+    if (plan?.kind !== 'attach') {
+      succeeded(ws, channel, '{}');
+      afterSucceeded(ws, d, app, channel, sub, plan, filter, algo);
+    } else {
+      // corked: the rewind or recovery question leaves before the client can see
+      // subscription_succeeded, so what it publishes on seeing it is numbered after the
+      // answer (a thread preempted between the two writes let it overtake the question)
+      ws.cork(() => {
+        succeeded(ws, channel, '{}');
+        afterSucceeded(ws, d, app, channel, sub, plan, filter, algo);
+      });
+    }
     directory.subscribe(app.id, channel);
     replayCache(ws, d, app, channel, sub, plan);
   }
