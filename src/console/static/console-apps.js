@@ -9,7 +9,8 @@
   const $ = (id) => document.getElementById(id);
   const { api, el, reloadAppSelect } = window.ringcastConsole;
   const BASE = '/api/app-store/apps';
-  const PER_PAGE = 20;
+  /** Apps a page (data-per-page on the table overrides it). */
+  const perPage = () => Number($('apps').dataset.perPage) || 20;
   /** The fields the form shows; every other option is in the "Other settings" JSON. */
   const FORM_FIELDS = ['id', 'key', 'enabled', 'max_connections', 'enable_client_messages', 'allowed_origins'];
   let page = 1;
@@ -53,7 +54,8 @@
 
   // ── the list, a page at a time ──────────────────────────────────────────────
   async function load() {
-    const r = await api(BASE + '?page=' + page + '&per_page=' + PER_PAGE);
+    const per = perPage();
+    const r = await api(BASE + '?page=' + page + '&per_page=' + per);
     const body = $('apps').tBodies[0];
     if (r.status === 409) {
       // app_manager.driver array: the configuration file is the source of truth
@@ -74,7 +76,7 @@
       status(errorOf(r), true);
       return;
     }
-    const pages = Math.max(1, Math.ceil(r.body.total / PER_PAGE));
+    const pages = Math.max(1, Math.ceil(r.body.total / per));
     if (page > pages) {
       page = pages; // the last app of the last page was deleted
       return load();
