@@ -58,10 +58,10 @@ t.test('apps page over a DynamoDB app store', async (t) => {
 
   // bad input: the API's issues under the fields they name, markup shown as text
   await page.click('#apps-new');
-  await page.fill('#app-id', 'web');
-  await page.fill('#app-key', 'web key');
-  await page.fill('#app-max-connections', '0');
-  await page.fill('#app-extra', '{"webhooks": [{"url": "<img src=x>", "event_types": ["channel_occupied"]}], "colour": "red"}');
+  await page.fill('#edit-id', 'web');
+  await page.fill('#edit-key', 'web key');
+  await page.fill('#edit-max-connections', '0');
+  await page.fill('#edit-extra', '{"webhooks": [{"url": "<img src=x>", "event_types": ["channel_occupied"]}], "colour": "red"}');
   await page.click('#app-save');
   await page.waitForFunction(() => document.querySelector('#app-form .field-error[data-field="key"]')?.textContent !== '');
   t.match(await fieldError(page, 'key'), /key must be a non-empty string without spaces/);
@@ -69,14 +69,14 @@ t.test('apps page over a DynamoDB app store', async (t) => {
   t.match(await fieldError(page, 'extra'), /colour is not a known app setting/, 'an option without a field: under Other settings');
   t.match(await fieldError(page, 'extra'), /webhooks\[0\]\.url .*<img src=x>/, 'markup in an error is text');
   t.equal(await page.$$eval('#app-form .field-error img', (e) => e.length), 0, 'no element made from it');
-  await page.fill('#app-extra', '[1');
+  await page.fill('#edit-extra', '[1');
   await page.click('#app-save');
   await page.waitForFunction(() => /must be JSON/.test(document.querySelector('#app-form .field-error[data-field="extra"]')?.textContent));
 
   // created: the secret once, the app listed and in force
-  await page.fill('#app-key', 'web-key');
-  await page.fill('#app-max-connections', '');
-  await page.fill('#app-extra', '{}');
+  await page.fill('#edit-key', 'web-key');
+  await page.fill('#edit-max-connections', '');
+  await page.fill('#edit-extra', '{}');
   await page.click('#app-save');
   await page.waitForSelector('#app-secret:not([hidden])');
   t.equal(await text(page, '#app-secret-id'), 'web');
@@ -93,14 +93,14 @@ t.test('apps page over a DynamoDB app store', async (t) => {
 
   // a key that is taken: under the key field; then pages of 2
   await page.click('#apps-new');
-  await page.fill('#app-id', 'a2');
-  await page.fill('#app-key', 'yaml-key');
+  await page.fill('#edit-id', 'a2');
+  await page.fill('#edit-key', 'yaml-key');
   await page.click('#app-save');
   await page.waitForFunction(() => /taken by app "yaml"/.test(document.querySelector('#app-form .field-error[data-field="key"]')?.textContent));
   for (const id of ['a1', 'a2']) {
     await page.click('#apps-new');
-    await page.fill('#app-id', id);
-    await page.fill('#app-key', `${id}-key`);
+    await page.fill('#edit-id', id);
+    await page.fill('#edit-key', `${id}-key`);
     await page.click('#app-save');
     await page.waitForSelector(`#app-secret-id:text-is("${id}")`);
   }
@@ -121,12 +121,12 @@ t.test('apps page over a DynamoDB app store', async (t) => {
 
   // edit: a bad value named under its field, then saved
   await page.click(`${row('web')} [data-action="edit"]`);
-  t.equal(await page.inputValue('#app-key'), 'web-key');
-  t.ok(await page.getAttribute('#app-id', 'readonly') !== null, 'the id is fixed');
-  await page.fill('#app-max-connections', 'lots');
+  t.equal(await page.inputValue('#edit-key'), 'web-key');
+  t.ok(await page.getAttribute('#edit-id', 'readonly') !== null, 'the id is fixed');
+  await page.fill('#edit-max-connections', 'lots');
   await page.click('#app-save');
   await page.waitForFunction(() => /max_connections must be/.test(document.querySelector('#app-form .field-error[data-field="max_connections"]')?.textContent));
-  await page.fill('#app-max-connections', '5');
+  await page.fill('#edit-max-connections', '5');
   await page.click('#app-save');
   await page.waitForFunction(() => document.querySelector('#apps tr[data-app="web"] td:nth-child(4)')?.textContent === '5');
   t.equal(srv.server.config.apps.find((a) => a.id === 'web')?.max_connections, 5, 'in force');

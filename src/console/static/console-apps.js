@@ -169,18 +169,18 @@
     clearErrors();
     $('app-editor-title').textContent = a ? 'Edit app ' + a.id : 'New app';
     $('app-save').textContent = a ? 'Save' : 'Create';
-    $('app-id').value = a ? a.id : '';
-    $('app-id').readOnly = Boolean(a);
-    $('app-key').value = a ? a.key : '';
-    $('app-enabled').checked = a ? a.enabled : true;
-    $('app-max-connections').value = a && a.max_connections !== null && a.max_connections !== undefined ? String(a.max_connections) : '';
-    $('app-client-messages').checked = a ? a.enable_client_messages : true;
-    $('app-origins').value = a && Array.isArray(a.allowed_origins) ? a.allowed_origins.join('\n') : '';
+    $('edit-id').value = a ? a.id : '';
+    $('edit-id').readOnly = Boolean(a);
+    $('edit-key').value = a ? a.key : '';
+    $('edit-enabled').checked = a ? a.enabled : true;
+    $('edit-max-connections').value = a && a.max_connections !== null && a.max_connections !== undefined ? String(a.max_connections) : '';
+    $('edit-client-messages').checked = a ? a.enable_client_messages : true;
+    $('edit-origins').value = a && Array.isArray(a.allowed_origins) ? a.allowed_origins.join('\n') : '';
     const extra = {};
     if (a) for (const [k, v] of Object.entries(a)) if (!FORM_FIELDS.includes(k)) extra[k] = v;
-    $('app-extra').value = JSON.stringify(extra, null, 2);
+    $('edit-extra').value = JSON.stringify(extra, null, 2);
     $('app-editor').hidden = false;
-    (a ? $('app-key') : $('app-id')).focus();
+    (a ? $('edit-key') : $('edit-id')).focus();
   }
 
   function closeEditor() {
@@ -196,7 +196,7 @@
   function formBody() {
     let extra;
     try {
-      extra = JSON.parse($('app-extra').value.trim() || '{}');
+      extra = JSON.parse($('edit-extra').value.trim() || '{}');
     } catch (err) {
       fieldError('extra', 'Other settings must be JSON: ' + err.message);
       return null;
@@ -205,13 +205,13 @@
       fieldError('extra', 'Other settings must be a JSON object, such as {"max_event_payload_in_kb": 50}.');
       return null;
     }
-    const max = $('app-max-connections').value.trim();
+    const max = $('edit-max-connections').value.trim();
     // a number as a number; anything else as typed, for the API to name what is wrong
     const maxValue = max === '' ? null : /^-?\d+$/.test(max) ? Number(max) : max;
-    const origins = $('app-origins').value.split('\n').map((s) => s.trim()).filter((s) => s !== '');
+    const origins = $('edit-origins').value.split('\n').map((s) => s.trim()).filter((s) => s !== '');
     return Object.assign(extra, {
-      id: $('app-id').value.trim(), key: $('app-key').value.trim(), enabled: $('app-enabled').checked,
-      max_connections: maxValue, enable_client_messages: $('app-client-messages').checked, allowed_origins: origins,
+      id: $('edit-id').value.trim(), key: $('edit-key').value.trim(), enabled: $('edit-enabled').checked,
+      max_connections: maxValue, enable_client_messages: $('edit-client-messages').checked, allowed_origins: origins,
     });
   }
 
