@@ -4,7 +4,7 @@
 // (console/hub.ts, console/tap.ts), a history channel's stored messages, and a form that
 // publishes a test event.
 //
-//   GET  /                         the page (static/index.html, console.js, console.css)
+//   GET  /                         the page (static/index.html, console.js, console-apps.js, console.css)
 //   GET  /api/session              the apps this login may see        ┐
 //   GET  /api/apps/:id             connections, channels, members     │ Authorization:
 //   GET  /api/apps/:id/events      live log (text/event-stream)       │ Bearer <token>
@@ -91,7 +91,7 @@ const SECURITY_HEADERS = {
 
 function loadStatic(): Map<string, { type: string; body: Buffer }> {
   const files = new Map<string, { type: string; body: Buffer }>();
-  for (const name of ['index.html', 'console.js', 'console.css']) {
+  for (const name of ['index.html', 'console.js', 'console-apps.js', 'console.css']) {
     const body = readFileSync(path.join(STATIC_DIR, name)); // missing: the package is incomplete, fail at start
     files.set(name === 'index.html' ? '/' : `/${name}`, { type: TYPES[path.extname(name)], body });
   }

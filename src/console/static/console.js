@@ -1,6 +1,6 @@
 // ringcast live console: plain JavaScript, no build step (served by src/console/server.ts).
 // Every value shown comes from clients or the API, so it goes in as textContent, never HTML.
-/* global document, fetch, setInterval, clearInterval, setTimeout, AbortController, TextDecoder -- a browser script */
+/* global window, document, fetch, setInterval, clearInterval, setTimeout, AbortController, TextDecoder -- a browser script */
 'use strict';
 
 (() => {
@@ -50,13 +50,27 @@
       return;
     }
     const apps = r.body.apps;
-    const select = $('app-select');
-    select.replaceChildren(...apps.map((a) => el('option', a.id + (a.enabled ? '' : ' (disabled)'), { value: a.id })));
+    fillAppSelect(apps);
     $('who').textContent = auth.app ? 'app ' + auth.app : 'console token';
     $('login').hidden = true;
     $('main').hidden = false;
     if (apps.length > 0) selectApp(apps[0].id);
   });
+
+  function fillAppSelect(apps) {
+    $('app-select').replaceChildren(...apps.map((a) => el('option', a.id + (a.enabled ? '' : ' (disabled)'), { value: a.id })));
+  }
+
+  /** The app list of the selector again (the apps page changed an app); the shown app stays if it still exists. */
+  async function reloadAppSelect() {
+    if (!auth) return;
+    const r = await api('/api/session');
+    if (r.status !== 200) return;
+    fillAppSelect(r.body.apps);
+    if (r.body.apps.some((a) => a.id === current)) $('app-select').value = current;
+    else if (r.body.apps.length > 0) selectApp(r.body.apps[0].id);
+    else { stop(); current = null; }
+  }
 
   $('logout').addEventListener('click', () => {
     stop();
@@ -231,4 +245,7 @@
       out.textContent = (r.body && r.body.error) || 'Refused (' + r.status + ').';
     }
   });
+
+  // for the apps page (console-apps.js)
+  window.ringcastConsole = { api, el, reloadAppSelect };
 })();
