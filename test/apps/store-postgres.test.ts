@@ -53,6 +53,7 @@ t.test('postgres app store', async (t) => {
     pause: () => pg.pause(),
     resume: () => pg.resume(),
     unreachable: () => ({ app_manager: { driver: 'postgres' }, database: { postgres: { ...database('apps'), port: closedPort } } }),
+    readRow: async (table, id) => (await pg.query(`SELECT * FROM ${table} WHERE id = $1`, [id], DB))[0] ?? null,
   });
 
   t.test('app_manager.table_schema named; app_manager.cache.enabled false: the table is read every second', async (t) => {
