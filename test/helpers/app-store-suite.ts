@@ -12,6 +12,7 @@ import { createAppStore } from '../../src/apps/store';
 import { loadConfig } from '../../src/config';
 import { snake } from '../../src/apps/store/tables';
 import { RawClient, eventually, startServer, type TestServer } from './server';
+import { counterValue } from './fallback';
 
 export interface StoreBackend {
   driver: 'postgres' | 'mysql' | 'dynamodb';
@@ -224,7 +225,11 @@ export function appStoreSuite(t: Test, b: StoreBackend): void {
     const store = createAppStore(loadConfig({ env, overrides: { apps: [] } }))!;
     t.teardown(() => store.close());
     await store.put({ id: 'r1', key: 'r1-key', secret: 'r1-secret', max_connections: 3, channel_history: { 'h-*': { size: 5, ttl: 60 } } });
-    const srv = await start(b, 'ringcast_apps', { app_manager: { cache: { ttl: 1 } }, apps: [{ id: 'yaml', key: 'yaml-key', secret: 'yaml-secret' }] });
+    const srv = await start(b, 'ringcast_apps', {
+      app_manager: { cache: { ttl: 1 } }, apps: [{ id: 'yaml', key: 'yaml-key', secret: 'yaml-secret' }],
+      metrics: { enabled: true, host: '127.0.0.1', port: 0 },
+    });
+    const lookups = (result: string) => counterValue(srv.server.metricsPort!, 'app_store_lookups_total', `result="${result}"`);
     t.teardown(() => srv.stop());
     t.equal(srv.server.appStore?.status().table_schema, 'ringcast');
     t.match(srv.server.config.apps.find((a) => a.id === 'r1'), { max_connections: 3, channel_history: { 'h-*': { size: 5, ttl: 60, rewind: 0 } } }, 'every app option from options');
@@ -245,12 +250,17 @@ export function appStoreSuite(t: Test, b: StoreBackend): void {
     await eventually(() => srv.server.config.apps.find((a) => a.id === 'r1')?.max_connections === 9, 5000, 'changed limits in force');
     t.equal(await connectResult(srv, 'r1-key'), 'ok', 'enabled again');
 
+    t.ok(await lookups('hit') >= 3, 'app_store_lookups_total: hits counted');
+    t.ok(await lookups('miss') >= 1, 'misses (unknown keys) counted');
+    t.equal(await lookups('stale'), 0, 'no stale lookup while the store answers');
+
     await b.pause();
     await srv.server.appStore!.refresh();
     t.match(srv.server.appStore!.status(), { ok: false, apps: 1 }, 'the database down: the apps read before are kept');
     t.match(srv.server.appStore!.status().error, new RegExp(`app store ${b.driver}`), 'the error names the store');
     t.equal(await connectResult(srv, 'r1-key'), 'ok', 'a cached app still connects');
     t.equal(await connectResult(srv, 'nobody'), 4001, 'an unknown key is refused at once');
+    t.equal(await lookups('stale'), 1, 'the cached app found while the store is down: a stale lookup');
     t.match(await up(srv), { status: 'ok', app_store: 'stale' }, '/up: still up, the store stale');
     await b.resume();
     await eventually(async () => {
