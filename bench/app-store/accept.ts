@@ -1,19 +1,25 @@
-// Apps from the configuration file against apps from a database app store (PostgreSQL,
-// ringcast's own table): connection accept rate and API publish rate once started (the
-// shards answer both from memory either way), the start-up time (the store's first
-// read: the cold lookup), and what a flood of unknown keys costs the database: its
-// sequential scans of the apps table (each read of the store is one) before and after.
+// Apps from the configuration file (array) against apps from each database app store
+// driver (postgres, mysql on MariaDB, dynamodb on dynalite; ringcast's own table, cached):
+// connection accept rate and API publish rate once started (the shards answer both from
+// memory either way), the cold lookup (the start-up, which reads the table, and the first
+// connection after it), and what a flood of connections with unknown keys costs the
+// database: the reads of the table during the flood (app_store_reads_total; PostgreSQL's
+// sequential scans and MariaDB's Com_select counted by the databases themselves too).
+// Rounds run the four modes back to back; the summary is the median of the rounds.
 //
-//   node dist/bench/app-store/accept.js [--workers 1] [--conns 2000] [--conc 50] [--publishes 2000] [--flood 2000] [--rounds 2]
+//   node dist/bench/app-store/accept.js [--workers 1] [--conns 2000] [--conc 50] [--publishes 2000] [--flood 2000] [--rounds 3]
 //
-// Starts its own PostgreSQL (test/helpers/postgres.ts) and stops it at the end.
+// Starts its own PostgreSQL, MariaDB and dynalite (test/helpers/) and stops them at the end.
 
+import http from 'node:http';
 import Pusher from 'pusher';
 import WebSocket from 'ws';
 import { loadConfig, type ConfigInput } from '../../src/config';
 import { createAppStore } from '../../src/apps/store';
 import { start } from '../../src/main';
 import { PostgresServer } from '../../test/helpers/postgres';
+import { MariaDbServer } from '../../test/helpers/mariadb';
+import { DYNAMO_ENV, DynaliteServer } from '../../test/helpers/dynalite';
 
 const arg = (name: string, d: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -24,9 +30,13 @@ const CONNS = arg('conns', 2000);
 const CONC = arg('conc', 50);
 const PUBLISHES = arg('publishes', 2000);
 const FLOOD = arg('flood', 2000);
-const ROUNDS = arg('rounds', 2);
+const ROUNDS = arg('rounds', 3);
 // the per-app API token bucket (max_client_events_per_second) above what this machine can send
 const APP = { id: 'bench', key: 'bench-key', secret: 'bench-secret', max_client_events_per_second: 1_000_000 };
+const MODES = ['array', 'postgres', 'mysql', 'dynamodb'] as const;
+type Mode = typeof MODES[number];
+
+interface Result { start: number; first: number; accept: number; publish: number; floodReads: number | null; dbQueries: number | null }
 
 /** Opens and closes `n` connections to `key`, `conc` at a time; returns connections per second and how many were established. */
 async function accept(port: number, key: string, n: number, conc: number): Promise<{ rate: number; ok: number }> {
@@ -58,40 +68,102 @@ async function publishRate(port: number, n: number, conc: number): Promise<numbe
   return n / ((performance.now() - t0) / 1000);
 }
 
+/** A counter's value (summed over its series matching `match`) from /metrics. */
+function counter(port: number, name: string, match: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => { body += c.toString(); });
+      res.on('end', () => {
+        let sum = 0;
+        for (const m of body.matchAll(new RegExp(`^ringcast_${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) if (m[1].includes(match)) sum += Number(m[2]);
+        resolve(sum);
+      });
+    }).on('error', reject);
+  });
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
 async function main(): Promise<void> {
-  const pg = await PostgresServer.start();
+  Object.assign(process.env, DYNAMO_ENV);
+  const [pg, maria, dyn] = await Promise.all([PostgresServer.start(), MariaDbServer.start(), DynaliteServer.start()]);
   try {
     await pg.query('CREATE DATABASE ringcast');
-    const db: ConfigInput = { app_manager: { driver: 'postgres', cache: { ttl: 60 } }, database: { postgres: { host: '127.0.0.1', port: pg.port, database: 'ringcast', table_name: 'apps' } } };
-    const store = createAppStore(loadConfig({ env: {}, overrides: { apps: [], ...db } }))!;
-    await store.init();
-    await store.put({ ...APP });
-    await store.close();
-    const scans = async () => Number((await pg.query("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'apps'", [], 'ringcast'))[0].seq_scan);
-    // interleaved rounds: the first round also warms the JIT
-    for (const mode of Array.from({ length: ROUNDS }, () => ['yaml', 'postgres'] as const).flat()) {
-      const overrides: ConfigInput = mode === 'yaml' ? { apps: [APP] } : { apps: [], ...db };
-      const config = loadConfig({ env: {}, overrides: { host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, delta_compression: { enabled: false }, ...overrides } });
-      const t0 = performance.now();
-      const srv = await start(config);
-      const startMs = performance.now() - t0;
-      await accept(srv.port, APP.key, 200, CONC); // warm
-      const acc = await accept(srv.port, APP.key, CONNS, CONC);
-      const pub = await publishRate(srv.port, PUBLISHES, CONC);
-      let flood = '';
-      if (mode === 'postgres') {
-        const before = await scans();
+    await maria.query('CREATE DATABASE ringcast');
+    const cache = { cache: { ttl: 60 } };
+    const stores: Record<Exclude<Mode, 'array'>, ConfigInput> = {
+      postgres: { app_manager: { driver: 'postgres', ...cache }, database: { postgres: { host: '127.0.0.1', port: pg.port, database: 'ringcast', table_name: 'apps' } } },
+      mysql: { app_manager: { driver: 'mysql', ...cache }, database: { mysql: { host: '127.0.0.1', port: maria.port, username: 'root', database: 'ringcast', table_name: 'apps' } } },
+      dynamodb: { app_manager: { driver: 'dynamodb', ...cache }, database: { dynamodb: { region: 'us-east-1', table_name: 'apps', endpoint_url: dyn.url } } },
+    };
+    for (const db of Object.values(stores)) {
+      const store = createAppStore(loadConfig({ env: {}, overrides: { apps: [], ...db } }))!;
+      await store.init();
+      await store.put({ ...APP });
+      await store.close();
+    }
+    /** What the database itself counts of the reads of its apps table, where it can. */
+    const dbCount: Partial<Record<Mode, () => Promise<number>>> = {
+      postgres: async () => Number((await pg.query("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'apps'", [], 'ringcast'))[0].seq_scan),
+      // our own SHOW is not a SELECT
+      mysql: async () => Number(((await maria.query("SHOW GLOBAL STATUS LIKE 'Com_select'")) as { Value: string }[])[0].Value),
+    };
+    const results = new Map<Mode, Result[]>(MODES.map((m) => [m, []]));
+    for (let round = 0; round <= ROUNDS; round++) { // round 0 warms the JIT and is not counted
+      for (const mode of MODES) {
+        const overrides: ConfigInput = mode === 'array' ? { apps: [APP] } : { apps: [], ...stores[mode] };
+        const config = loadConfig({
+          env: {}, overrides: {
+            host: '127.0.0.1', port: 0, workers: WORKERS, log: { level: 'error' }, delta_compression: { enabled: false },
+            metrics: { enabled: true, host: '127.0.0.1', port: 0 }, ...overrides,
+          },
+        });
+        const t0 = performance.now();
+        const srv = await start(config);
+        const startMs = performance.now() - t0;
         const f0 = performance.now();
-        const r = await accept(srv.port, `unknown-${Math.random().toString(36).slice(2)}`, FLOOD, CONC);
-        const seconds = (performance.now() - f0) / 1000;
-        const after = await scans();
-        flood = `; ${FLOOD} unknown-key connections in ${seconds.toFixed(1)} s (${r.ok} accepted): ${after - before} reads of the apps table`;
+        const firstOk = (await accept(srv.port, APP.key, 1, 1)).ok;
+        const first = performance.now() - f0;
+        if (firstOk !== 1) throw new Error(`${mode}: the first connection was not established`);
+        await accept(srv.port, APP.key, 200, CONC); // warm
+        const acc = await accept(srv.port, APP.key, CONNS, CONC);
+        if (acc.ok !== CONNS) throw new Error(`${mode}: ${acc.ok}/${CONNS} connections established`);
+        const pub = await publishRate(srv.port, PUBLISHES, CONC);
+        let floodReads: number | null = null;
+        let dbQueries: number | null = null;
+        if (mode !== 'array') {
+          const reads0 = await counter(srv.metricsPort!, 'app_store_reads_total', '');
+          const db0 = await dbCount[mode]?.();
+          const r = await accept(srv.port, `unknown-${Math.random().toString(36).slice(2)}`, FLOOD, CONC);
+          if (r.ok !== 0) throw new Error(`${mode}: ${r.ok} unknown-key connections established`);
+          floodReads = (await counter(srv.metricsPort!, 'app_store_reads_total', '')) - reads0;
+          const db1 = await dbCount[mode]?.();
+          if (db0 !== undefined && db1 !== undefined) dbQueries = db1 - db0;
+        }
+        await srv.stop();
+        if (round === 0) continue;
+        results.get(mode)!.push({ start: startMs, first, accept: acc.rate, publish: pub, floodReads, dbQueries });
+        console.log(`round ${round} ${mode}: start ${startMs.toFixed(0)} ms, first connection ${first.toFixed(1)} ms; accept ${acc.rate.toFixed(0)} conn/s; API publish ${pub.toFixed(0)}/s`
+          + (floodReads === null ? '' : `; ${FLOOD} unknown keys: ${floodReads} reads of the table${dbQueries === null ? '' : `, ${dbQueries} counted by the database`}`));
       }
-      console.log(`${mode}: start ${startMs.toFixed(0)} ms; accept ${acc.rate.toFixed(0)} conn/s (${acc.ok}/${CONNS} established); API publish ${pub.toFixed(0)}/s${flood}`);
-      await srv.stop();
+    }
+    const base = results.get('array')!;
+    const baseAcc = median(base.map((r) => r.accept));
+    const basePub = median(base.map((r) => r.publish));
+    console.log(`\nmedians of ${ROUNDS} rounds, workers ${WORKERS}:`);
+    console.log('| driver | start (ms) | first connection (ms) | accept (conn/s) | vs array | API publish (/s) | vs array | reads during the flood |');
+    console.log('|---|---|---|---|---|---|---|---|');
+    const pct = (x: number, b: number) => `${x >= b ? '+' : ''}${((x / b - 1) * 100).toFixed(1)} %`;
+    for (const mode of MODES) {
+      const rs = results.get(mode)!;
+      const acc = median(rs.map((r) => r.accept));
+      const pub = median(rs.map((r) => r.publish));
+      const reads = mode === 'array' ? '—' : `${Math.max(...rs.map((r) => r.floodReads ?? 0))}${rs[0].dbQueries === null ? '' : ` (database: ${Math.max(...rs.map((r) => r.dbQueries ?? 0))})`}`;
+      console.log(`| ${mode} | ${median(rs.map((r) => r.start)).toFixed(0)} | ${median(rs.map((r) => r.first)).toFixed(1)} | ${acc.toFixed(0)} | ${mode === 'array' ? '—' : pct(acc, baseAcc)} | ${pub.toFixed(0)} | ${mode === 'array' ? '—' : pct(pub, basePub)} | ${reads} |`);
     }
   } finally {
-    await pg.stop();
+    await Promise.all([pg.stop(), maria.stop(), dyn.stop()]);
   }
 }
 
