@@ -1,11 +1,13 @@
 // Apps from the configuration file (array) against apps from each database app store
 // driver (postgres, mysql on MariaDB, dynamodb on dynalite; ringcast's own table, cached):
 // connection accept rate and API publish rate once started (the shards answer both from
-// memory either way), the cold lookup (the start-up, which reads the table, and the first
+// memory either way), and the CPU time each costs this process (server and clients: less
+// sensitive than a rate to other work on a shared machine), the cold lookup (the start-up, which reads the table, and the first
 // connection after it), and what a flood of connections with unknown keys costs the
 // database: the reads of the table during the flood (app_store_reads_total; PostgreSQL's
 // sequential scans and MariaDB's Com_select counted by the databases themselves too).
-// Rounds run the four modes back to back; the summary is the median of the rounds.
+// Rounds run the four modes back to back, each round starting with the next mode (so no mode
+// always runs first); the summary is the median of the rounds.
 //
 //   node dist/bench/app-store/accept.js [--workers 1] [--conns 2000] [--conc 50] [--publishes 2000] [--flood 2000] [--rounds 3]
 //
@@ -16,6 +18,7 @@ import Pusher from 'pusher';
 import WebSocket from 'ws';
 import { loadConfig, type ConfigInput } from '../../src/config';
 import { createAppStore } from '../../src/apps/store';
+import { AppRegistry } from '../../src/apps/registry';
 import { start } from '../../src/main';
 import { PostgresServer } from '../../test/helpers/postgres';
 import { MariaDbServer } from '../../test/helpers/mariadb';
@@ -36,7 +39,15 @@ const APP = { id: 'bench', key: 'bench-key', secret: 'bench-secret', max_client_
 const MODES = ['array', 'postgres', 'mysql', 'dynamodb'] as const;
 type Mode = typeof MODES[number];
 
-interface Result { start: number; first: number; accept: number; publish: number; floodReads: number | null; dbQueries: number | null }
+interface Result { start: number; first: number; accept: number; acceptCpu: number; publish: number; publishCpu: number; floodReads: number | null; dbQueries: number | null }
+
+/** `f`'s result and the CPU time this process (server threads and clients alike) spent in it, µs. */
+async function cpuOf<T>(f: () => Promise<T>): Promise<[T, number]> {
+  const c0 = process.cpuUsage();
+  const r = await f();
+  const c = process.cpuUsage(c0);
+  return [r, c.user + c.system];
+}
 
 /** Opens and closes `n` connections to `key`, `conc` at a time; returns connections per second and how many were established. */
 async function accept(port: number, key: string, n: number, conc: number): Promise<{ rate: number; ok: number }> {
@@ -85,6 +96,35 @@ function counter(port: number, name: string, match: string): Promise<number> {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+/**
+ * The only code a connection or an API request runs differently with a database store: the
+ * app lookup also bumps a counter (app_store_lookups_total). ns per lookup, without and with.
+ */
+function lookupNs(): { array: number; store: number } {
+  const config = loadConfig({ env: {}, overrides: { apps: [APP] } });
+  const n = 5_000_000;
+  const run = (reg: AppRegistry) => {
+    let found = 0;
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) if (reg.lookupKey(i & 1 ? APP.key : 'unknown') !== undefined) found++;
+    if (found !== n / 2) throw new Error('lookups');
+    return ((performance.now() - t0) * 1e6) / n;
+  };
+  const plain = new AppRegistry(config.apps);
+  const counted = new AppRegistry(config.apps);
+  let total = 0;
+  const c = { inc: () => { total++; } };
+  counted.countLookups({ hit: c, miss: c, stale: c, storeDown: () => false });
+  const a: number[] = [];
+  const b: number[] = [];
+  for (let r = 0; r < 5; r++) {
+    a.push(run(plain));
+    b.push(run(counted));
+  }
+  if (total !== 5 * n) throw new Error('counted lookups');
+  return { array: median(a), store: median(b) };
+}
+
 async function main(): Promise<void> {
   Object.assign(process.env, DYNAMO_ENV);
   const [pg, maria, dyn] = await Promise.all([PostgresServer.start(), MariaDbServer.start(), DynaliteServer.start()]);
@@ -111,7 +151,7 @@ async function main(): Promise<void> {
     };
     const results = new Map<Mode, Result[]>(MODES.map((m) => [m, []]));
     for (let round = 0; round <= ROUNDS; round++) { // round 0 warms the JIT and is not counted
-      for (const mode of MODES) {
+      for (const mode of MODES.map((_, i) => MODES[(i + round) % MODES.length])) {
         const overrides: ConfigInput = mode === 'array' ? { apps: [APP] } : { apps: [], ...stores[mode] };
         const config = loadConfig({
           env: {}, overrides: {
@@ -127,9 +167,9 @@ async function main(): Promise<void> {
         const first = performance.now() - f0;
         if (firstOk !== 1) throw new Error(`${mode}: the first connection was not established`);
         await accept(srv.port, APP.key, 200, CONC); // warm
-        const acc = await accept(srv.port, APP.key, CONNS, CONC);
+        const [acc, accCpu] = await cpuOf(() => accept(srv.port, APP.key, CONNS, CONC));
         if (acc.ok !== CONNS) throw new Error(`${mode}: ${acc.ok}/${CONNS} connections established`);
-        const pub = await publishRate(srv.port, PUBLISHES, CONC);
+        const [pub, pubCpu] = await cpuOf(() => publishRate(srv.port, PUBLISHES, CONC));
         let floodReads: number | null = null;
         let dbQueries: number | null = null;
         if (mode !== 'array') {
@@ -143,8 +183,8 @@ async function main(): Promise<void> {
         }
         await srv.stop();
         if (round === 0) continue;
-        results.get(mode)!.push({ start: startMs, first, accept: acc.rate, publish: pub, floodReads, dbQueries });
-        console.log(`round ${round} ${mode}: start ${startMs.toFixed(0)} ms, first connection ${first.toFixed(1)} ms; accept ${acc.rate.toFixed(0)} conn/s; API publish ${pub.toFixed(0)}/s`
+        results.get(mode)!.push({ start: startMs, first, accept: acc.rate, acceptCpu: accCpu / CONNS, publish: pub, publishCpu: pubCpu / PUBLISHES, floodReads, dbQueries });
+        console.log(`round ${round} ${mode}: start ${startMs.toFixed(0)} ms, first connection ${first.toFixed(1)} ms; accept ${acc.rate.toFixed(0)} conn/s (${(accCpu / CONNS).toFixed(0)} µs CPU each); API publish ${pub.toFixed(0)}/s (${(pubCpu / PUBLISHES).toFixed(0)} µs CPU each)`
           + (floodReads === null ? '' : `; ${FLOOD} unknown keys: ${floodReads} reads of the table${dbQueries === null ? '' : `, ${dbQueries} counted by the database`}`));
       }
     }
@@ -152,16 +192,23 @@ async function main(): Promise<void> {
     const baseAcc = median(base.map((r) => r.accept));
     const basePub = median(base.map((r) => r.publish));
     console.log(`\nmedians of ${ROUNDS} rounds, workers ${WORKERS}:`);
-    console.log('| driver | start (ms) | first connection (ms) | accept (conn/s) | vs array | API publish (/s) | vs array | reads during the flood |');
-    console.log('|---|---|---|---|---|---|---|---|');
+    const baseAccCpu = median(base.map((r) => r.acceptCpu));
+    const basePubCpu = median(base.map((r) => r.publishCpu));
+    console.log('| driver | start (ms) | first connection (ms) | accept (conn/s) | vs array | CPU per connection (µs) | vs array | API publish (/s) | vs array | CPU per publish (µs) | vs array | reads during the flood |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
     const pct = (x: number, b: number) => `${x >= b ? '+' : ''}${((x / b - 1) * 100).toFixed(1)} %`;
     for (const mode of MODES) {
       const rs = results.get(mode)!;
       const acc = median(rs.map((r) => r.accept));
       const pub = median(rs.map((r) => r.publish));
+      const accCpu = median(rs.map((r) => r.acceptCpu));
+      const pubCpu = median(rs.map((r) => r.publishCpu));
+      const vs = (x: number, b: number) => (mode === 'array' ? '—' : pct(x, b));
       const reads = mode === 'array' ? '—' : `${Math.max(...rs.map((r) => r.floodReads ?? 0))}${rs[0].dbQueries === null ? '' : ` (database: ${Math.max(...rs.map((r) => r.dbQueries ?? 0))})`}`;
-      console.log(`| ${mode} | ${median(rs.map((r) => r.start)).toFixed(0)} | ${median(rs.map((r) => r.first)).toFixed(1)} | ${acc.toFixed(0)} | ${mode === 'array' ? '—' : pct(acc, baseAcc)} | ${pub.toFixed(0)} | ${mode === 'array' ? '—' : pct(pub, basePub)} | ${reads} |`);
+      console.log(`| ${mode} | ${median(rs.map((r) => r.start)).toFixed(0)} | ${median(rs.map((r) => r.first)).toFixed(1)} | ${acc.toFixed(0)} | ${vs(acc, baseAcc)} | ${accCpu.toFixed(0)} | ${vs(accCpu, baseAccCpu)} | ${pub.toFixed(0)} | ${vs(pub, basePub)} | ${pubCpu.toFixed(0)} | ${vs(pubCpu, basePubCpu)} | ${reads} |`);
     }
+    const ns = lookupNs();
+    console.log(`\nthe app lookup of a connection or API request: ${ns.array.toFixed(1)} ns (array), ${ns.store.toFixed(1)} ns counted (database store)`);
   } finally {
     await Promise.all([pg.stop(), maria.stop(), dyn.stop()]);
   }
