@@ -1,9 +1,10 @@
 // What the whole-table design of a database app store (apps/sync.ts) costs as the table
 // grows, on a real PostgreSQL with ringcast's own table of 1k, 10k and 100k apps:
 //   read     the query and its rows (store.list()), median of the rounds
-//   reread   the primary's periodic read with nothing changed: the read, every row checked
-//            with the app schema, the comparison (AppSync.refresh), wall time and CPU time
-//   primary  heap held by the store's apps in the primary (the checked AppConfig list)
+//   reread   the primary's periodic read with nothing changed: the read, each row compared
+//            with the one of the last read (AppSync.refresh), wall time and CPU time
+//   primary  heap held by the store in the primary: the checked apps, and the rows they
+//            were checked from (an unchanged row is not checked again)
 //   shard    heap held by each shard: its copy of the list (a structured clone, as
 //            postMessage makes it) and the registry's indexes
 //   start    a whole server (workers 1) started on the table: the first read (the cold
@@ -71,7 +72,6 @@ async function main(): Promise<void> {
 
       const before = heap();
       const sync = (await AppSync.open(config, log, metrics))!;
-      const primary = heap() - before;
       const walls: number[] = [];
       const cpus: number[] = [];
       for (let r = 0; r < ROUNDS; r++) {
@@ -82,6 +82,7 @@ async function main(): Promise<void> {
         const c = process.cpuUsage(c0);
         cpus.push((c.user + c.system) / 1000);
       }
+      const primary = heap() - before; // the apps and the rows they were checked from
       const apps = sync.apps();
       const beforeShard = heap();
       let copy: AppRegistry | null = new AppRegistry(structuredClone(apps));
