@@ -1,5 +1,6 @@
 // The app store of the SQL databases (postgres.ts, mysql.ts give the connection and the
-// dialect): reads the whole table, detects its shape from its columns, writes ringcast's own.
+// dialect): reads the whole table, detects its shape from its columns, and writes it in that
+// shape (peer-rows.ts for soketi's and sockudo's: unmapped columns kept).
 
 import { AppStoreUnavailable, withTimeout, type AppStore, type StoredApp, type TableSchema } from './port';
 import { appToPeerRow, columnNames, presentColumns } from './peer-rows';
