@@ -17,7 +17,17 @@ export function initialSlots(apps: readonly Pick<AppConfig, 'id'>[]): Record<str
   return slots;
 }
 
+/** Where a database app store's lookups are counted (app_store_lookups_total; set by the shard). */
+export interface LookupCounters {
+  hit: { inc(): void };
+  miss: { inc(): void };
+  /** A lookup found while the store's last read failed: served from the apps read before. */
+  stale: { inc(): void };
+  storeDown(): boolean;
+}
+
 export class AppRegistry {
+  private counters: LookupCounters | null = null;
   private apps: readonly AppConfig[] = [];
   private ids = new Map<string, AppConfig>();
   private keys = new Map<string, AppConfig>();
@@ -54,6 +64,31 @@ export class AppRegistry {
 
   byKey(key: string): AppConfig | undefined {
     return this.keys.get(key);
+  }
+
+  /** Counts the lookups of lookupKey / lookupId from now on (a database app store). */
+  countLookups(c: LookupCounters): void {
+    this.counters = c;
+  }
+
+  /** byKey for a client's request (a connection opening): counted as a hit, miss or stale lookup. */
+  lookupKey(key: string): AppConfig | undefined {
+    return this.counted(this.keys.get(key));
+  }
+
+  /** byId for a client's request (an HTTP API call): counted as a hit, miss or stale lookup. */
+  lookupId(id: string): AppConfig | undefined {
+    return this.counted(this.ids.get(id));
+  }
+
+  private counted(app: AppConfig | undefined): AppConfig | undefined {
+    const c = this.counters;
+    if (c !== null) {
+      if (app === undefined) c.miss.inc();
+      else if (c.storeDown()) c.stale.inc();
+      else c.hit.inc();
+    }
+    return app;
   }
 
   /** Stable slot of the app (by id) in the shared counters. Throws for an app this registry does not hold. */

@@ -40,12 +40,17 @@ export interface StoreStatus {
  * The apps of the store that can be used beside the configured ones: valid (else logged
  * and skipped), with an id and a key no configured app or earlier row has.
  */
-export function usableApps(rows: { raw: Record<string, unknown>; label: string }[], configured: readonly AppConfig[], config: Config, log: Logger, metrics: MetricsSink): AppConfig[] {
+export function usableApps(rows: { raw: Record<string, unknown>; label: string }[], configured: readonly AppConfig[], config: Config, log: Logger, metrics: MetricsSink,
+  checked?: { before: ReadonlyMap<string, AppConfig>; now: Map<string, AppConfig> }): AppConfig[] {
   const ids = new Set(configured.map((a) => a.id));
   const keys = new Set(configured.map((a) => a.key));
   const out: AppConfig[] = [];
   for (const row of rows) {
-    const { app, issues } = validateStoredApp(row.raw, config, row.label);
+    // a row as it was at the last read is not checked again: the app checked then is kept
+    const sig = checked ? JSON.stringify(row.raw) : '';
+    const known = checked?.before.get(sig);
+    const { app, issues } = known ? { app: known, issues: [] } : validateStoredApp(row.raw, config, row.label);
+    if (app && checked) checked.now.set(sig, app);
     const clash = app && (ids.has(app.id) ? `id ${JSON.stringify(app.id)}` : keys.has(app.key) ? `key ${JSON.stringify(app.key)}` : null);
     if (!app || clash) {
       metrics.inc('app_store_rows_skipped_total');
@@ -62,6 +67,8 @@ export function usableApps(rows: { raw: Record<string, unknown>; label: string }
 export class AppSync {
   private stored: AppConfig[];
   private configured: AppConfig[];
+  /** The apps checked at the last read, by their row (JSON): an unchanged row is not checked again. */
+  private checked = new Map<string, AppConfig>();
   private timer: NodeJS.Timeout | null = null;
   private reading: Promise<void> | null = null;
   private lastRead = Date.now();
@@ -89,7 +96,9 @@ export class AppSync {
     try {
       const schema = await store.open();
       const rows = await AppSync.timed(metrics, store.list());
-      const sync = new AppSync(store, schema, config, usableApps(rows, config.apps, config, log, metrics), log, metrics);
+      const checked = { before: new Map<string, AppConfig>(), now: new Map<string, AppConfig>() };
+      const sync = new AppSync(store, schema, config, usableApps(rows, config.apps, config, log, metrics, checked), log, metrics);
+      sync.checked = checked.now;
       log.info({ store: store.name, table_schema: schema, apps: sync.stored.length }, 'app store: apps read');
       return sync;
     } catch (err) {
@@ -173,8 +182,11 @@ export class AppSync {
     this.lastRead = Date.now();
     this.metrics.set('app_store_stale', undefined, 0);
     Atomics.store(this.upFlag, 0, 1);
-    const stored = usableApps(rows, this.configured, this.config, this.log, this.metrics);
-    if (JSON.stringify(stored) === JSON.stringify(this.stored)) return;
+    const checked = { before: this.checked, now: new Map<string, AppConfig>() };
+    const stored = usableApps(rows, this.configured, this.config, this.log, this.metrics, checked);
+    this.checked = checked.now;
+    const same = stored.length === this.stored.length && stored.every((a, i) => a === this.stored[i]);
+    if (same || JSON.stringify(stored) === JSON.stringify(this.stored)) return;
     this.stored = stored;
     this.metrics.set('app_store_apps', undefined, stored.length);
     await this.apply?.(this.apps()).catch((err: unknown) => this.log.error({ error: (err as Error).message }, 'app store: the apps read could not be applied'));

@@ -1,6 +1,8 @@
 // The app API on the console listener, for operators (the console token only; an app's own
 // secret does not open it): the apps of a database app store (app_manager.driver postgres,
-// mysql, dynamodb; apps/sync.ts), in ringcast's own table. JSON in and out; every app is
+// mysql, dynamodb; apps/sync.ts), in whichever table shape the store reads (ringcast's own,
+// soketi's or sockudo's: a field the shape cannot hold is answered 422, naming the field and
+// the shape, with nothing written). JSON in and out; every app is
 // checked with the schema of the configuration file's apps. A secret is answered only when
 // the app is created and when it is rotated. A write is read back at once (the store's
 // apps in force in every shard when the answer comes).
@@ -20,6 +22,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppSync } from '../apps/sync';
 import type { AppConfig, Config } from '../config/types';
 import { validateStoredApp } from '../config/apps';
+import { AppStoreRefused } from '../apps/store';
 
 export interface AppApiDeps {
   config: Config;
@@ -76,7 +79,12 @@ export async function appApi(d: AppApiDeps, req: IncomingMessage, res: ServerRes
     if (!app) return { status: 400, error: issues.join('; ') };
     const taken = d.config.apps.concat(stored()).find((a) => a.id !== app.id && a.key === app.key);
     if (taken) return { status: 409, error: `key ${JSON.stringify(app.key)} is taken by app ${JSON.stringify(taken.id)}` };
-    await sync.store.put(raw);
+    try {
+      await sync.store.put(raw);
+    } catch (err) {
+      if (err instanceof AppStoreRefused) return { status: 422, error: err.message };
+      throw err;
+    }
     await sync.changed();
     return null;
   }

@@ -129,7 +129,7 @@ export function registerRoutes(uws: TemplatedApp, deps: ApiDeps): void {
      * query (which commits to body_md5), the app's bucket (after auth).
      */
     function admit(req: ApiRequest): MaybePromise<ApiResponse | Admitted> {
-      const app = apps.byId(decodeURIComponentSafe(req.params[0]));
+      const app = apps.lookupId(decodeURIComponentSafe(req.params[0]));
       if (!app) return jsonError(404, `App ${req.params[0]} not found`);
       if (!limited) return authorized(req, app);
       return then(limitIp(deps, app, req), (ipDenied) => ipDenied ?? authorized(req, app));

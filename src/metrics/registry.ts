@@ -52,6 +52,7 @@ const COUNTERS: Record<CounterName, Def> = {
   shard_restarts_total: { help: 'Shard threads restarted after a crash', labels: [] },
   app_store_reads_total: { help: 'Reads of the apps table of a database app store (app_manager.driver; result: ok, error)', labels: ['result'] },
   app_store_rows_skipped_total: { help: 'Rows of the apps table not used because they are not a valid app (each logged)', labels: [] },
+  app_store_lookups_total: { help: 'App lookups of connections and API requests with a database app store, answered from memory (result: hit, miss = an unknown key or id, stale = found while the store\'s last read failed)', labels: ['result'] },
   owner_reconcile_corrections_total: { help: 'Corrections of the periodic owner reconciliation (kind: subscription = a subscription counted anew, join / leave = a presence socket added / removed, member_event = a member event re-sent to one shard, count_event = a subscription_count re-sent, webhook = a webhook transition re-decided, user = the signed-in connections of a user on one shard counted anew (watchlists))', labels: ['kind'] },
   webhooks_sent_total: { help: 'Webhook requests delivered (2xx answer, or a Lambda invoke accepted)', labels: ['app_id'] },
   webhooks_failed_total: { help: 'Webhook requests given up (reason: status (a 4xx or the last retryable answer), network, timeout, config)', labels: ['app_id', 'reason'] },

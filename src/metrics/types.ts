@@ -30,6 +30,8 @@ export type CounterName =
   | 'shard_restarts_total'
   /** ours: reads of a database app store's table (result: ok, error; apps/sync.ts) */
   | 'app_store_reads_total' | 'app_store_rows_skipped_total'
+  /** ours: app lookups of connections and API requests in a shard with a database app store (result: hit, miss, stale) */
+  | 'app_store_lookups_total'
   /** ours: what the periodic owner reconciliation corrected (kind: subscription, join, leave, member_event, count_event, webhook) */
   | 'owner_reconcile_corrections_total'
   /** ours: webhook requests delivered (2xx), failed for good, retried, or dropped before sending */

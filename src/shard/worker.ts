@@ -109,6 +109,10 @@ bus.start({
 
 const clusterUp = new Int32Array(init.clusterUp);
 const appStoreUp = new Int32Array(init.appStoreUp);
+if (config.app_manager.driver !== 'array') {
+  const lookups = (result: string) => ctx.metrics.counter('app_store_lookups_total', { result });
+  ctx.apps.countLookups({ hit: lookups('hit'), miss: lookups('miss'), stale: lookups('stale'), storeDown: () => Atomics.load(appStoreUp, 0) === 0 });
+}
 registerRoutes(uws, {
   config, apps: ctx.apps, publisher: ctx.publisher, directory: ctx.directory, log: logOf('http'), metrics: ctx.metrics, limiter, cache: ctx.cache,
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,

@@ -88,7 +88,7 @@ export function idleTimeoutFor(ws: { auto_ping: boolean; ping_interval: number }
  * one check for a WebSocket upgrade and an HTTP fallback session (fallback/).
  */
 export function refusalOf(apps: AppRegistry, key: string, origin: string | null): { app: AppConfig | null; refuse: SocketData['refuse'] } {
-  const app = apps.byKey(key) ?? null;
+  const app = apps.lookupKey(key) ?? null;
   let refuse: SocketData['refuse'] = null;
   if (!app) refuse = { code: ErrorCode.AppNotFound, message: `App key ${key} does not exist` };
   else if (!app.enabled) refuse = { code: ErrorCode.AppDisabled, message: 'The app is disabled' };

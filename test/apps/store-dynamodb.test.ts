@@ -5,8 +5,8 @@
 // unreachable (test/helpers/app-store-suite.ts).
 
 import t from 'tap';
-import { CreateTableCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { marshall } from '@aws-sdk/util-dynamodb';
+import { CreateTableCommand, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { DYNAMO_ENV, DynaliteServer } from '../helpers/dynalite';
 import { appStoreSuite } from '../helpers/app-store-suite';
 import { freePort } from '../helpers/net';
@@ -41,5 +41,9 @@ t.test('dynamodb app store', async (t) => {
     pause: () => db.pause(),
     resume: () => db.resume(),
     unreachable: () => ({ app_manager: { driver: 'dynamodb' }, database: { dynamodb: { ...dynamodb('apps'), endpoint_url: `http://127.0.0.1:${closedPort}` } } }),
+    readRow: async (table, id) => {
+      const r = await client.send(new GetItemCommand({ TableName: table, Key: marshall({ [table.includes('soketi') ? 'AppId' : 'id']: id }) }));
+      return r.Item ? unmarshall(r.Item) : null;
+    },
   });
 });

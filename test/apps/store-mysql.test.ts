@@ -59,5 +59,6 @@ t.test('mysql app store', async (t) => {
     pause: () => db.pause(),
     resume: () => db.resume(),
     unreachable: () => ({ app_manager: { driver: 'mysql' }, database: { mysql: { ...database('apps'), port: closedPort } } }),
+    readRow: async (table, id) => (await db.query(`SELECT * FROM \`${table}\` WHERE id = ?`, [id], DB) as Record<string, unknown>[])[0] ?? null,
   });
 });

@@ -53,6 +53,31 @@ t.test('postgres app store', async (t) => {
     pause: () => pg.pause(),
     resume: () => pg.resume(),
     unreachable: () => ({ app_manager: { driver: 'postgres' }, database: { postgres: { ...database('apps'), port: closedPort } } }),
+    readRow: async (table, id) => (await pg.query(`SELECT * FROM ${table} WHERE id = $1`, [id], DB))[0] ?? null,
+  });
+
+  t.test('the app API on a trimmed soketi table: a field whose column is missing is refused, the others written', async (t) => {
+    // soketi's columns without the optional limits (camelCase names, as soketi also reads them)
+    await pg.query(`CREATE TABLE trimmed (id varchar(255) PRIMARY KEY, key varchar(255) NOT NULL, secret varchar(255) NOT NULL,
+      "maxConnections" integer NOT NULL, enabled smallint NOT NULL, "enableClientMessages" smallint NOT NULL,
+      "maxBackendEventsPerSec" integer NOT NULL, "maxClientEventsPerSec" integer NOT NULL, "maxReadReqPerSec" integer NOT NULL)`, [], DB);
+    const token = 'console-token-trimmed';
+    const srv = await startServer({
+      apps: [], app_manager: { driver: 'postgres', table_schema: 'soketi' }, database: { postgres: database('trimmed') },
+      console: { enabled: true, host: '127.0.0.1', port: 0, token },
+    });
+    t.teardown(() => srv.stop());
+    const post = async (body: unknown) => {
+      const r = await fetch(`http://127.0.0.1:${srv.server.consolePort}/api/app-store/apps`, {
+        method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+      });
+      return { status: r.status, body: await r.json() as Record<string, unknown> };
+    };
+    t.match(await post({ id: 't1', key: 't1-key', max_event_batch_size: 5 }), { status: 422, body: { error: /max_event_batch_size: the soketi table trimmed has no column max_event_batch_size/ } });
+    t.same(await pg.query('SELECT id FROM trimmed', [], DB), [], 'nothing written');
+    t.match(await post({ id: 't1', key: 't1-key', max_connections: 2 }), { status: 201 });
+    t.match((await pg.query('SELECT * FROM trimmed', [], DB))[0], { id: 't1', maxConnections: 2, enableClientMessages: 1, maxReadReqPerSec: -1 }, 'the camelCase columns written');
+    t.equal(await connectResult(srv, 't1-key'), 'ok');
   });
 
   t.test('app_manager.table_schema named; app_manager.cache.enabled false: the table is read every second', async (t) => {

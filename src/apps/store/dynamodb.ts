@@ -3,11 +3,18 @@
 // The table's shape comes from its keys: hash key AppId (GSI AppKeyIndex) is soketi's,
 // a GSI named KeyIndex is sockudo's, hash key id otherwise is ringcast's own.
 
-import { CreateTableCommand, DeleteItemCommand, DescribeTableCommand, DynamoDBClient, PutItemCommand, ScanCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DeleteItemCommand, DescribeTableCommand, DynamoDBClient, GetItemCommand, PutItemCommand, ScanCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import type { Config } from '../../config/types';
 import { AppStoreUnavailable, STORE_TIMEOUT_MS, withTimeout, type AppStore, type StoredApp, type TableSchema } from './port';
+import { appToPeerRow, presentColumns } from './peer-rows';
 import { appToRow, rowToApp } from './tables';
+
+/** soketi's attribute name of a snake_case column: AppId, AppKey, AppSecret, MaxConnections, … */
+function pascal(col: string): string {
+  const special: Record<string, string> = { id: 'AppId', key: 'AppKey', secret: 'AppSecret' };
+  return special[col] ?? col.split('_').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join('');
+}
 
 export class DynamoAppStore implements AppStore {
   readonly driver = 'dynamodb';
@@ -69,19 +76,33 @@ export class DynamoAppStore implements AppStore {
     this.schema = 'ringcast';
   }
 
-  private async ownTable(): Promise<void> {
-    const schema = this.schema ?? await this.open();
-    if (schema !== 'ringcast') throw new AppStoreUnavailable(`app store ${this.name}: table ${this.table} is ${schema}'s; ringcast writes only its own table (\`ringcast app-store init\`)`);
+  /** The hash key's attribute: soketi's AppId, id otherwise. */
+  private idAttribute(schema: TableSchema): string {
+    return schema === 'soketi' ? 'AppId' : 'id';
   }
 
   async put(app: Record<string, unknown>): Promise<void> {
-    await this.ownTable();
-    await this.run('writing an app', this.client.send(new PutItemCommand({ TableName: this.table, Item: marshall(appToRow(app)) })));
+    const schema = this.schema ?? await this.open();
+    if (schema === 'ringcast') {
+      await this.run('writing an app', this.client.send(new PutItemCommand({ TableName: this.table, Item: marshall(appToRow(app)) })));
+      return;
+    }
+    // a peer's table: the attributes ringcast maps are set, every other one is kept
+    const row = appToPeerRow(schema, app, `dynamodb table ${this.table}`, true);
+    const names = Object.keys({ ...row.insertOnly, ...row.columns });
+    const attrs = presentColumns(row, new Map(names.map((c) => [c, schema === 'soketi' ? pascal(c) : c])), `the ${schema} table ${this.table}`, true);
+    const idAttr = this.idAttribute(schema);
+    const old = await this.run('reading an app', this.client.send(new GetItemCommand({ TableName: this.table, Key: marshall({ [idAttr]: row.columns.id }) })));
+    const insertOnly = new Set(Object.keys(row.insertOnly).map((c) => (schema === 'soketi' ? pascal(c) : c)));
+    const set = Object.fromEntries(attrs.filter(([a]) => !(old.Item && insertOnly.has(a))));
+    // the old item's attributes as they are (their own types), ringcast's set over them
+    const item = { ...old.Item, ...marshall(set, { removeUndefinedValues: true }) };
+    await this.run('writing an app', this.client.send(new PutItemCommand({ TableName: this.table, Item: item })));
   }
 
   async remove(id: string): Promise<boolean> {
-    await this.ownTable();
-    const r = await this.run('deleting an app', this.client.send(new DeleteItemCommand({ TableName: this.table, Key: marshall({ id }), ReturnValues: 'ALL_OLD' })));
+    const schema = this.schema ?? await this.open();
+    const r = await this.run('deleting an app', this.client.send(new DeleteItemCommand({ TableName: this.table, Key: marshall({ [this.idAttribute(schema)]: id }), ReturnValues: 'ALL_OLD' })));
     return r.Attributes !== undefined;
   }
 

@@ -5,6 +5,7 @@ import type { AppStore } from './port';
 
 export type { AppStore, StoredApp, TableSchema } from './port';
 export { AppStoreUnavailable } from './port';
+export { AppStoreRefused } from './peer-rows';
 
 /** A store for the driver (not yet connected: open() does), loading only that driver's client. */
 export function createAppStore(config: Config): AppStore | null {

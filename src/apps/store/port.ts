@@ -1,7 +1,8 @@
 // The app store port: where apps live when `app_manager.driver` is a database (postgres,
 // mysql, dynamodb). One file per backend; index.ts picks one. A store reads whole tables
 // (list) in one of three shapes (tables.ts): ringcast's own, soketi's or sockudo's, and
-// writes only ringcast's own (the app API, `ringcast app-store init`).
+// writes every one of them (the app API; peer-rows.ts maps an app to a peer's columns).
+// `ringcast app-store init` creates only ringcast's own.
 
 export type TableSchema = 'ringcast' | 'soketi' | 'sockudo';
 
@@ -22,9 +23,13 @@ export interface AppStore {
   list(): Promise<StoredApp[]>;
   /** Creates ringcast's own table; rejects if a table of that name exists. */
   init(): Promise<void>;
-  /** Writes (inserts or replaces) an app in ringcast's own table: id, key, secret, enabled, the rest as options. */
+  /**
+   * Writes (inserts or replaces) an app: in ringcast's own table id, key, secret, enabled and
+   * the rest as options; in a peer's table the columns it maps, every other column kept.
+   * Rejects with AppStoreRefused (nothing written) for a field the table cannot hold.
+   */
   put(app: Record<string, unknown>): Promise<void>;
-  /** Deletes an app by id from ringcast's own table; false if there was none. */
+  /** Deletes an app by id; false if there was none. */
   remove(id: string): Promise<boolean>;
   close(): Promise<void>;
 }

@@ -1,7 +1,9 @@
 // The app store of the SQL databases (postgres.ts, mysql.ts give the connection and the
-// dialect): reads the whole table, detects its shape from its columns, writes ringcast's own.
+// dialect): reads the whole table, detects its shape from its columns, and writes it in that
+// shape (peer-rows.ts for soketi's and sockudo's: unmapped columns kept).
 
 import { AppStoreUnavailable, withTimeout, type AppStore, type StoredApp, type TableSchema } from './port';
+import { appToPeerRow, columnNames, presentColumns } from './peer-rows';
 import { appToRow, detectSchema, rowToApp } from './tables';
 
 export interface SqlResult {
@@ -27,6 +29,8 @@ export interface SqlDialect {
 
 export class SqlAppStore implements AppStore {
   private schema: TableSchema | null = null;
+  /** The table's columns by snake_case name. */
+  private columns = new Map<string, string>();
 
   constructor(
     readonly driver: 'postgres' | 'mysql',
@@ -45,6 +49,7 @@ export class SqlAppStore implements AppStore {
     const t = this.dialect.quote(this.table);
     const r = await this.run('reading the table\'s columns', this.conn.query(`SELECT * FROM ${t} WHERE 1 = 0`));
     const found = detectSchema(r.fields);
+    this.columns = columnNames(r.fields);
     if (this.wanted !== 'auto') {
       this.schema = this.wanted;
       return this.wanted;
@@ -70,20 +75,39 @@ export class SqlAppStore implements AppStore {
     this.schema = 'ringcast';
   }
 
-  private async ownTable(): Promise<void> {
+  async put(app: Record<string, unknown>): Promise<void> {
     const schema = this.schema ?? await this.open();
-    if (schema !== 'ringcast') throw new AppStoreUnavailable(`app store ${this.name}: table ${this.table} has ${schema}'s columns; ringcast writes only its own table (\`ringcast app-store init\`)`);
+    if (schema === 'ringcast') {
+      const r = appToRow(app);
+      await this.run('writing an app', this.conn.execute(this.dialect.upsert(this.table), [r.id, r.key, r.secret, r.enabled, r.options]));
+      return;
+    }
+    // a peer's table: the columns ringcast maps are set, every other one is kept
+    const row = appToPeerRow(schema, app, `${this.driver} table ${this.table}`, false);
+    const label = `the ${schema} table ${this.table}`;
+    const q = (c: string) => this.dialect.quote(c);
+    const t = q(this.table);
+    const idCol = q(this.idColumn());
+    const found = await this.run('reading an app', this.conn.query(`SELECT 1 FROM ${t} WHERE ${idCol} = ?`, [row.columns.id]));
+    if (found.rows.length > 0) {
+      const cols = presentColumns(row, this.columns, label, false).filter(([c]) => c !== this.idColumn());
+      await this.run('writing an app', this.conn.execute(
+        `UPDATE ${t} SET ${cols.map(([c]) => `${q(c)} = ?`).join(', ')} WHERE ${idCol} = ?`, [...cols.map(([, v]) => v), row.columns.id]));
+      return;
+    }
+    const cols = presentColumns(row, this.columns, label, true);
+    await this.run('writing an app', this.conn.execute(
+      `INSERT INTO ${t} (${cols.map(([c]) => q(c)).join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, cols.map(([, v]) => v)));
   }
 
-  async put(app: Record<string, unknown>): Promise<void> {
-    await this.ownTable();
-    const r = appToRow(app);
-    await this.run('writing an app', this.conn.execute(this.dialect.upsert(this.table), [r.id, r.key, r.secret, r.enabled, r.options]));
+  /** The id column's own name (`id` in every shape; a peer's table may spell it `app_id` or `AppId`). */
+  private idColumn(): string {
+    return this.columns.get('id') ?? 'id';
   }
 
   async remove(id: string): Promise<boolean> {
-    await this.ownTable();
-    const n = await this.run('deleting an app', this.conn.execute(`DELETE FROM ${this.dialect.quote(this.table)} WHERE id = ?`, [id]));
+    if (!this.schema) await this.open();
+    const n = await this.run('deleting an app', this.conn.execute(`DELETE FROM ${this.dialect.quote(this.table)} WHERE ${this.dialect.quote(this.idColumn())} = ?`, [id]));
     return n > 0;
   }
 
