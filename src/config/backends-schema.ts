@@ -49,6 +49,10 @@ export const adapter = section({
     max: 3_600_000, ours: true,
     doc: 'A bucket without local subscribers stays subscribed this long (ms) before the node unsubscribes (churn does not thrash the backend).',
   }),
+  when_down: oneOf(['refuse', 'local'], 'refuse', {
+    ours: true, env: 'ADAPTER_WHEN_DOWN',
+    doc: 'While the backend is down: refuse (API publishes answered 503 and client events refused with 4301, nothing delivered anywhere, so a 200 always reaches every node) or local (200, delivered to this node\'s subscribers only; the other nodes\' copies are lost).',
+  }),
   buffer_multiplier_per_cpu: int(64, 1, {
     doc: 'Refused when changed: the adapter has no per-CPU buffer (a publish goes to the backend at once).', env: 'ADAPTER_BUFFER_MULTIPLIER_PER_CPU',
   }),

@@ -29,6 +29,8 @@ export interface ApiDeps {
   clusterUp?: () => boolean;
   /** In a cluster: whether the backend's publisher is past half its backlog cap (API publishes answer 503, nothing delivered). */
   clusterBusy?: () => boolean;
+  /** In a cluster with adapter.when_down refuse: whether the backend is down (API publishes answer 503, nothing delivered). */
+  clusterDown?: () => boolean;
   /** cache.driver redis / redis-cluster: whether its Redis is reachable (absent: no shared cache). */
   cacheUp?: () => boolean;
   /** app_manager.driver postgres, mysql, dynamodb: whether the app store's last read succeeded (absent: array). */

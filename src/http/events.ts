@@ -153,8 +153,12 @@ function parseBody(body: Buffer): { ok: true; value: unknown } | { ok: false; re
 
 /** The cluster backend is not taking publishes now (primary/cluster.ts): refused before anything is delivered. */
 class ClusterBusy extends Error {}
+class ClusterDown extends Error {}
 
 function busy(deps: ApiDeps, err: unknown): ApiResponse {
+  if (err instanceof ClusterDown) {
+    return { status: 503, body: { error: 'the cluster backend is down: nothing was delivered (adapter.when_down refuse); retry once it is back' }, headers: { 'Retry-After': '1' } };
+  }
   if (err instanceof ClusterBusy) {
     return jsonError(503, 'server busy: the cluster backend is not taking publishes now (too many unanswered); nothing was delivered, retry later');
   }
@@ -200,6 +204,7 @@ function publishEvent(deps: ApiDeps, app: AppConfig, ev: ParsedEvent): MaybeProm
  * stored nor delivered, but the request's other messages may have been.
  */
 function publishAll(deps: ApiDeps, msgs: Outgoing[]): Promise<void> | null {
+  if (deps.clusterDown?.()) throw new ClusterDown();
   if (deps.clusterBusy?.()) throw new ClusterBusy();
   const history = deps.history;
   if (history?.numbered === undefined) {

@@ -60,6 +60,9 @@ ctx.shadows = failover.shadows;
 const hooks = createShardHooks<Socket, SocketData>({ config, metrics: ctx.metrics, tap: ctx.tap, out: ctx.out });
 
 let socketSeq = 0;
+const clusterUp = new Int32Array(init.clusterUp);
+/** adapter.when_down refuse: the backend is down (index 0) or not taking publishes (index 1). */
+const refuseWhenDown = config.adapter.driver !== 'local' && config.adapter.when_down === 'refuse';
 const behavior = createWsBehavior({
   config, apps: ctx.apps, shardId, publisher: ctx.publisher, directory: ctx.directory, interest: ctx.interest, buckets: ctx.buckets,
   counters: ctx.counters, sockets, uws, log: logOf('ws'), metrics: ctx.metrics, limiter, out: ctx.out,
@@ -74,6 +77,10 @@ const behavior = createWsBehavior({
   webhooks,
   hooks: hooks.ws,
   stopping: () => ctx.stopping,
+  clusterRefuses: refuseWhenDown ? () => {
+    if (Atomics.load(clusterUp, 0) === 0) return 'the cluster backend is down';
+    return Atomics.load(clusterUp, 1) === 1 ? 'the cluster backend is not taking publishes now' : null;
+  } : undefined,
   nextSocketId: () => `${init.socketIdPrefix}.${++socketSeq}`,
 });
 if (init.testHooks) {
@@ -107,7 +114,6 @@ bus.start({
   onError: (err, type) => log.error({ err, frameType: type }, 'bus frame handler failed'),
 });
 
-const clusterUp = new Int32Array(init.clusterUp);
 const appStoreUp = new Int32Array(init.appStoreUp);
 if (config.app_manager.driver !== 'array') {
   const lookups = (result: string) => ctx.metrics.counter('app_store_lookups_total', { result });
@@ -117,6 +123,7 @@ registerRoutes(uws, {
   config, apps: ctx.apps, publisher: ctx.publisher, directory: ctx.directory, log: logOf('http'), metrics: ctx.metrics, limiter, cache: ctx.cache,
   clusterUp: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 0) === 1,
   clusterBusy: config.adapter.driver === 'local' ? undefined : () => Atomics.load(clusterUp, 1) === 1,
+  clusterDown: refuseWhenDown ? () => Atomics.load(clusterUp, 0) === 0 : undefined,
   cacheUp: sharedCache ? () => sharedCache.isUp() : undefined,
   appStoreUp: config.app_manager.driver === 'array' ? undefined : () => Atomics.load(appStoreUp, 0) === 1,
   hooks: hooks.publish,

@@ -84,6 +84,11 @@ export function createClientEvents(deps: WsDeps) {
     let out = '{"event":' + JSON.stringify(event) + ',"channel":' + JSON.stringify(channel) + ',"data":' + dataJson;
     if (sub.type === 'presence') out += ',"user_id":' + JSON.stringify(sub.userId);
     out += '}';
+    const refused = deps.clusterRefuses?.();
+    if (refused) {
+      logLimited(deps.log, 'warn', { channel, why: refused }, 'client event refused: the cluster backend cannot take it (adapter.when_down refuse)');
+      return refuse(ws, `Server busy: client event not delivered (${refused}); send it again later`, channel);
+    }
     try {
       deps.publisher.publishOne({ kind: 'client', app: app.id, channel, except: d.id, message: out });
       // webhook data: the string the client sent, or the JSON of its object (Pusher sends a string)

@@ -64,6 +64,11 @@ export interface WsDeps {
   history?: HistoryShard | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
+  /**
+   * In a cluster with adapter.when_down refuse: why a client event cannot be sent now (the
+   * backend is down or not taking publishes), else null; absent when it always can.
+   */
+  clusterRefuses?: () => string | null;
   /** Next socket_id of this shard. */
   nextSocketId(): string;
   /** Outgoing event name with the configured prefix. */

@@ -233,7 +233,7 @@ for (const name of BACKENDS) {
       for (const c of [ua, ub]) t.same((await c.event('note', '#server-to-user-carol', 5000)).data, JSON.stringify({ hi: 1 }), 'both tabs got it');
     });
 
-    t.test('backend outage: local delivery goes on, cross-node delivery comes back', async (t) => {
+    t.test('backend outage: publishes answered 503 with nothing delivered anywhere, then cross-node delivery comes back', async (t) => {
       const ca = a.track(await RawClient.connect(a.wsUrl()));
       const cb = b.track(await RawClient.connect(b.wsUrl()));
       const channel = `outage-${name}`;
@@ -244,8 +244,10 @@ for (const name of BACKENDS) {
       const down = await rawRequest(a.port, 'GET', `/up/${APP.id}`);
       t.equal(down.status, 503, '/up/{appId} answers 503 while the backend is down');
       t.match(down.json.error, /cluster backend/, 'naming the cluster backend');
-      await a.sdk().trigger(channel, 'local', { n: 1 });
-      t.same(JSON.parse((await ca.event('local', channel, 5000)).data as string), { n: 1 }, 'local delivery did not stop');
+      const refused = await signedPost(a.port, APP, 'events', { name: 'local', channel, data: '{"n":1}' });
+      t.equal(refused.status, 503, 'a publish while the backend is down: 503 (adapter.when_down refuse)');
+      t.match(refused.json.error, /cluster backend is down: nothing was delivered/, 'saying nothing was delivered');
+      t.equal(refused.headers['retry-after'], '1', 'with Retry-After');
       await backend.resume();
       await eventually(() => a.server.cluster!.isUp() && b.server.cluster!.isUp(), 20_000, 'both nodes to reconnect');
       t.equal((await rawRequest(a.port, 'GET', `/up/${APP.id}`)).status, 200, '/up/{appId} is 200 again');
@@ -256,6 +258,8 @@ for (const name of BACKENDS) {
         return named(cb, 'again').length > 0;
       }, 20_000, 'a cross-node publish after the backend came back');
       t.pass('cross-node delivery resumed');
+      await ca.event('again', channel, 5000);
+      t.same(named(ca, 'local'), [], 'the refused publish reached no subscriber, also not on its own node (the later one did)');
     });
 
     t.test('a stopped node is forgotten at once', async (t) => {

@@ -26,6 +26,8 @@ for (const name of BACKENDS) {
     t.teardown(() => backend.stop());
     const cfg = {
       ...backend.config(), workers: NODE_WORKERS, metrics: { enabled: true, port: 0, host: '127.0.0.1' },
+      // local: publishes go on while the backend is down (decided locally, below)
+      adapter: { ...backend.config().adapter, when_down: 'local' as const },
       console: { enabled: true, host: '127.0.0.1', port: 0, token: CONSOLE_TOKEN },
       delta_compression: { cluster_coordination: true, full_message_interval: INTERVAL },
     };

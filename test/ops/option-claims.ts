@@ -44,6 +44,7 @@ export const CLAIMS: Record<string, Claim> = {
   'adapter.cluster_health.node_timeout_ms': { effect: ['src/adapter/cluster.ts', 'health.node_timeout_ms'], test: 'test/adapter/metrics.test.ts' },
   'adapter.cluster_health.cleanup_interval_ms': { effect: ['src/adapter/cluster.ts', 'health.cleanup_interval_ms'], test: 'test/adapter/metrics.test.ts' },
   'adapter.buckets': { effect: ['src/primary/cluster.ts', 'const { buckets: count, bucket_linger_ms: lingerMs } = w.config.adapter'], test: 'test/adapter/buckets.test.ts' },
+  'adapter.when_down': { effect: ['src/shard/worker.ts', "config.adapter.when_down === 'refuse'"], test: 'test/adapter/when-down.test.ts' },
   'adapter.bucket_linger_ms': { effect: ['src/adapter/buckets.ts', 'now - h.idleSince < deps.lingerMs'], test: 'test/adapter/buckets.test.ts' },
   'adapter.nats.servers': { effect: ['src/adapter/nats.ts', 'servers: cfg.servers'], test: 'test/adapter/webhooks-decider.test.ts' },
   'adapter.nats.user': { effect: ['src/adapter/nats.ts', 'user: cfg.user'], test: 'test/adapter/nats-auth.test.ts' },
