@@ -16,8 +16,6 @@ export const BUCKET_WAIT_MS = 2000;
 export interface BucketGate {
   /** Runs `then` once the channel's bucket is subscribed on the backend (at once when it is). */
   after(app: string, channel: string, then: () => void): void;
-  /** Asks for the channel's bucket without waiting (a signed-in user's `#server-to-user-` channel). */
-  want(app: string, channel: string): void;
 }
 
 export function createBucketGate(deps: {
@@ -48,10 +46,6 @@ export function createBucketGate(deps: {
       const b = bucketOf(app, channel, deps.buckets);
       if (Atomics.load(ready, b) === 1) return then();
       void ask(b).then(then);
-    },
-    want(app, channel) {
-      const b = bucketOf(app, channel, deps.buckets);
-      if (Atomics.load(ready, b) !== 1) void ask(b);
     },
   };
 }

@@ -44,16 +44,22 @@ export function createSignin(deps: WsDeps) {
     if (typeof watchlist === 'string') return fail(ws, `Signin failed: ${watchlist}`);
     d.authBy = 0; // user_authentication_timeout met
     const first = d.userId === null;
-    if (first) {
-      d.userId = id;
-      // interest before the topic: '#server-to-user-<id>' publishes find this shard (channels/interest.ts)
-      deps.interest.add(app.id, SERVER_TO_USER_PREFIX + id);
-      deps.buckets?.want(app.id, SERVER_TO_USER_PREFIX + id);
-      ws.subscribe(topicOf(app.id, SERVER_TO_USER_PREFIX + id));
-    }
-    ws.send(frame(deps.out(Ev.SigninSuccess), { user_data: userData }), false);
-    // After signin_success: the watched users online come in answer to it.
-    if (first && app.enable_watchlist_events) deps.watchlists?.signedIn(ws, d, id, watchlist);
+    const succeed = (): void => {
+      if (d.closed) return;
+      ws.send(frame(deps.out(Ev.SigninSuccess), { user_data: userData }), false);
+      // After signin_success: the watched users online come in answer to it.
+      if (first && app.enable_watchlist_events) deps.watchlists?.signedIn(ws, d, id, watchlist);
+    };
+    if (!first) return succeed();
+    d.userId = id;
+    const channel = SERVER_TO_USER_PREFIX + id;
+    // interest before the topic: '#server-to-user-<id>' publishes find this shard (channels/interest.ts)
+    deps.interest.add(app.id, channel);
+    ws.subscribe(topicOf(app.id, channel));
+    // in a cluster, signin_success once the channel's bucket is subscribed on the backend
+    // (at once when it is), so a user event sent on seeing it reaches this socket from any node
+    if (deps.buckets) deps.buckets.after(app.id, channel, succeed);
+    else succeed();
   };
 }
 

@@ -7,6 +7,7 @@
 //    the node's backend subscription is acknowledged: at that moment the bucket is in the
 //    node's subscribed list, and a publish made through the other node right after
 //    reaches it (many fresh buckets at once);
+//  - the same for a signed-in user's '#server-to-user-' channel and its signin_success;
 //  - a node with no subscriber holds no bucket: the other node's publishes never reach it;
 //  - a bucket is dropped after the linger without subscribers, and taken again by the next one;
 //  - after a backend outage a node subscribes exactly its buckets again, and publishes
@@ -51,6 +52,25 @@ for (const name of BACKENDS) {
         t.same(JSON.parse(f.data as string), { channel }, `${channel}: the publish through node A arrived`);
       }
       t.same(buckets(a), [], 'node A, without subscribers, holds no bucket');
+    });
+
+    t.test('a first signed-in user of a bucket is told signin_success after the backend subscription; a user event right after reaches it', async (t) => {
+      const users = Array.from({ length: 12 }, (_, i) => `signin-${name}-${i}`);
+      const late: string[] = [];
+      const clients = await Promise.all(users.map(async (user) => {
+        const c = await RawClient.connect(b.wsUrl());
+        t.teardown(() => c.close());
+        c.send({ event: 'pusher:signin', data: b.sdk().authenticateUser(c.socketId, { id: user }) });
+        await c.event('pusher:signin_success', undefined, 5000);
+        if (!buckets(b).includes(bucket(`#server-to-user-${user}`))) late.push(user);
+        await sdk.sendToUser(user, 'hello', { user });
+        return c;
+      }));
+      t.same(late, [], 'every user\'s bucket was subscribed on node B when its signin_success arrived');
+      for (const [i, c] of clients.entries()) {
+        const f = await c.event('hello', `#server-to-user-${users[i]}`, 5000);
+        t.same(JSON.parse(f.data as string), { user: users[i] }, `${users[i]}: the user event through node A arrived`);
+      }
     });
 
     t.test('a node without subscribers receives nothing; a bucket goes after the linger and comes back', async (t) => {
