@@ -1,13 +1,27 @@
 // NATS core pub/sub as the cluster transport (the official `nats` client). One connection
 // both publishes and subscribes; NATS keeps per-publisher order on a subject. The client
 // reconnects by itself forever and re-creates the subscriptions; while it is disconnected
-// a publish is refused at once (the client would otherwise buffer without a bound).
+// a publish is refused at once (the client would otherwise buffer without a bound), and
+// so is one past NATS_MAX_PENDING_BYTES held for a server that does not read (hung).
 
 import type { ConnectionOptions, NatsConnection, Subscription } from 'nats';
 import type { Config } from '../config/types';
 import { AdapterUnavailable, StateCell, withTimeout, type Transport } from './transport';
 
 type NatsConfig = Config['adapter']['nats'];
+
+/**
+ * The most bytes the client may hold for the server (its outbound buffer and its socket's)
+ * before a publish is refused; past half of it the shards answer API publishes 503
+ * (primary/cluster.ts, Transport.backlog). A server that takes publishes drains them within
+ * milliseconds: only a hung or saturated one fills it.
+ */
+export const NATS_MAX_PENDING_BYTES = 8 * 1024 * 1024;
+
+/** The client's internals read for pending(): nats 2.x's protocol handler and its Node socket. */
+interface NatsInternals {
+  protocol?: { outbound?: { size(): number }; transport?: { socket?: { writableLength?: number } } };
+}
 
 /**
  * The options of every NATS connection of ringcast (the transport here, the idempotency
@@ -62,8 +76,21 @@ class NatsTransport implements Transport {
     void nc.closed().then(() => this.state.set(false));
   }
 
+  /** Bytes the client holds for the server: its outbound buffer and its socket's. */
+  pending(): number {
+    const p = (this.nc as unknown as NatsInternals | null)?.protocol;
+    return (p?.outbound?.size() ?? 0) + (p?.transport?.socket?.writableLength ?? 0);
+  }
+
+  backlog(): number {
+    if (!this.nc || !this.state.get()) return 0;
+    return this.pending() / NATS_MAX_PENDING_BYTES;
+  }
+
   publish(subject: string, data: Uint8Array): boolean {
     if (!this.nc || !this.state.get()) return false;
+    // a hung server: the client would buffer without a bound until its pings time out
+    if (this.pending() >= NATS_MAX_PENDING_BYTES) return false;
     try {
       this.nc.publish(subject, data);
       return true;

@@ -90,7 +90,17 @@ export class NatsServer {
     await killServer(proc);
   }
 
+  /** SIGSTOP / SIGCONT: a hung server (connections open, nothing read or answered). */
+  freeze(): void {
+    this.proc?.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.proc?.kill('SIGCONT');
+  }
+
   async stop(): Promise<void> {
+    this.thaw();
     await this.kill();
     if (this.store !== null) rmSync(this.store, { recursive: true, force: true });
   }
