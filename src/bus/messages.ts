@@ -188,7 +188,7 @@ export type FallbackMsg =
   /** An xhr_send's frames: answered { status, error }. */
   | { type: 'fb_send'; req: number; from: number; key: string; session: string; frames: string[]; ip: string; ua: string };
 
-/** A webhook event as sent to receivers (the fields of PROTOCOL.md "Webhooks"; src/webhooks/events.ts). */
+/** A webhook event as sent to receivers (the fields of docs/webhooks.md; src/webhooks/events.ts). */
 export type WebhookEvent =
   | { name: 'channel_occupied' | 'channel_vacated' | 'cache_miss'; channel: string }
   | { name: 'member_added' | 'member_removed'; channel: string; user_id: unknown }

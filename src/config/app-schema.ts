@@ -144,7 +144,7 @@ type AppDecoded = StaticDecode<typeof AppSchema>;
 /** An app with every limit resolved (app value, else the global default). */
 export type AppConfig = { [K in keyof AppDecoded]-?: Exclude<AppDecoded[K], undefined> };
 export type WebhookConfig = StaticDecode<typeof WebhookSchema>;
-/** One entry of an app's `channel_history` (PROTOCOL.md "History, rewind and recovery"). */
+/** One entry of an app's `channel_history` (docs/protocol.md "History, rewind and recovery"). */
 export type ChannelHistorySetting = StaticDecode<typeof ChannelHistoryValue>;
 /** One entry of an app's `channel_delta_compression`: the string forms, or the object form. */
 export type ChannelDeltaSetting = StaticDecode<typeof ChannelDeltaValue>;

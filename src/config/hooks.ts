@@ -1,4 +1,4 @@
-// Backend hooks (PROTOCOL.md "Backend hooks", src/hooks/): an app's `hooks` block, checked
+// Backend hooks (docs/protocol.md "Backend hooks", src/hooks/): an app's `hooks` block, checked
 // and resolved after the schema (apps.ts; the schema takes it as a mapping), and the rule on
 // the global `hook_client.ca_path`. The rest of `hook_client` is in schema.ts.
 //
@@ -132,7 +132,7 @@ function hook(c: Checker, key: string, kind: HookKind, v: unknown, top: Pick<App
   unknownFields(c, key, v, HOOK_FIELDS, 'hook');
   if (p.channels === null && v.channels !== undefined) c.fail(`${key}.channels`, `does not apply to the ${kind} hook (it has no channel)`, undefined, false);
   if (p.events === null && v.events !== undefined) c.fail(`${key}.events`, `does not apply to the ${kind} hook (it has no event name)`, undefined, false);
-  // as PROTOCOL.md writes the defaults ({enabled: false}): a hook runs only when enabled: true
+  // as docs/protocol.md writes the defaults ({enabled: false}): a hook runs only when enabled: true
   const enabled = v.enabled === undefined ? false : cBool(c, `${key}.enabled`, v.enabled);
   const url = hookUrl(c, `${key}.url`, v.url) ?? top.url;
   if (enabled && url === null && c.ok(`${key}.url`, topUrlKey)) {

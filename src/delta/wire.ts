@@ -1,4 +1,4 @@
-// Wire shapes of delta compression (PROTOCOL.md, "Delta compression") and the private
+// Wire shapes of delta compression (docs/protocol.md, "Delta compression") and the private
 // convention between a shard's delta-route stage and the sequencer.
 //
 //   full message to a delta socket   the envelope with `,"__delta_seq":N` (and
@@ -44,12 +44,12 @@ export function deltaMessage(
   return '{"event":' + JSON.stringify(deltaEvent) + ',"channel":' + JSON.stringify(channel) + ',"data":' + data + '}}';
 }
 
-/** A frame with `,"__serial":N` inserted before its final `}` (history channels, PROTOCOL.md). */
+/** A frame with `,"__serial":N` inserted before its final `}` (history channels, docs/protocol.md). */
 export function withSerial(message: string, serial: number): string {
   return message.slice(0, -1) + ',"__serial":' + serial + '}';
 }
 
-/** A pusher:delta (deltaMessage's output) with `,"serial":N` at the end of its data (history channels, PROTOCOL.md). */
+/** A pusher:delta (deltaMessage's output) with `,"serial":N` at the end of its data (history channels, docs/protocol.md). */
 export function deltaWithSerial(delta: string, serial: number): string {
   return delta.slice(0, -2) + ',"serial":' + serial + '}}';
 }

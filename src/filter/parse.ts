@@ -1,4 +1,4 @@
-// Tag filters (the spec's "Tag filtering"; wire shape in PROTOCOL.md): a tree sent as
+// Tag filters (the spec's "Tag filtering"; wire shape in docs/protocol.md): a tree sent as
 // `filter` in pusher:subscribe data, validated once here at subscription time.
 //
 //   {"op":"and"|"or","nodes":[…]}   {"op":"not","nodes":[one]}

@@ -1,4 +1,4 @@
-// The cluster-wide idempotency window with adapter.driver nats (PROTOCOL.md "Idempotent
+// The cluster-wide idempotency window with adapter.driver nats (docs/protocol.md "Idempotent
 // publish": across nodes with a cluster adapter): a NATS JetStream key-value bucket,
 // `<adapter.nats.prefix, dots as _>_idem`, its entries kept idempotency.window_seconds
 // (the bucket's max age) and one revision each. Every node asks the same bucket, so a

@@ -1,4 +1,4 @@
-// The cluster-wide idempotency window (PROTOCOL.md "Idempotent publish": across nodes with
+// The cluster-wide idempotency window (docs/protocol.md "Idempotent publish": across nodes with
 // a cluster adapter), used instead of the process-wide one (idempotency.ts) when
 // adapter.driver is `redis` or `redis-cluster`: every node asks the same Redis, so a retry
 // that reaches another node, or another shard, finds the first request's key.

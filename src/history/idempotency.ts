@@ -1,4 +1,4 @@
-// Idempotent publish (PROTOCOL.md "Idempotent publish"): the answers of API publishes that
+// Idempotent publish (docs/protocol.md "Idempotent publish"): the answers of API publishes that
 // carried an `idempotency_key`, per app, for idempotency.window_seconds. A key belongs to
 // one shard of the process (keyOwner: the hash of app and key), so a retry that lands on
 // any shard finds it; the window is process-wide. The shard that got the request:

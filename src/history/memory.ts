@@ -4,7 +4,7 @@
 // workers: the shards' budgets add up to the process's) past which the messages of the
 // channel written least recently are dropped whole (its numbering stays: the next message
 // goes on at the next serial). A channel's epoch and last serial outlive its messages for
-// meta_ttl after its last activity and while it has subscribers (PROTOCOL.md); a restart
+// meta_ttl after its last activity and while it has subscribers (docs/protocol.md); a restart
 // of the shard loses them, so every epoch starts with this store's random tag and a lost
 // numbering is never continued under the same epoch.
 //

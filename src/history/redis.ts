@@ -1,6 +1,6 @@
 // history.driver `redis` / `redis-cluster`: every node numbers and stores ONE sequence per
 // history channel, in Redis, so a client that reconnects to another node resumes exactly
-// (PROTOCOL.md "History, rewind and recovery"; docs/history.md "Redis drivers").
+// (docs/protocol.md "History, rewind and recovery"; docs/history.md "Redis drivers").
 //
 //   publish  a shard runs PUBLISH_LUA: the channel's next serial (HSET in its meta hash),
 //            the message appended to its list (trimmed to `size`, TTLs set), and the

@@ -1,4 +1,4 @@
-// GET /apps/{app_id}/channels/{channel_name}/history (PROTOCOL.md "REST history"): one page
+// GET /apps/{app_id}/channels/{channel_name}/history (docs/protocol.md "REST history"): one page
 // of a history channel's stored messages, answered by the channel's owner (hist_page).
 // Query: limit (1–1000, default 100), direction backwards (default, newest first) |
 // forwards, after_serial / before_serial, cursor (from a previous answer's next_cursor:

@@ -1,5 +1,5 @@
 // Which channels have history: an app's `channel_history` patterns, matched as
-// channel_delta_compression's (PROTOCOL.md: exact name first, then the first matching
+// channel_delta_compression's (docs/protocol.md: exact name first, then the first matching
 // wildcard in the order written, then `*`). Compiled once per app object (an apps reload
 // gives new objects), answers memoised per channel name with a bound.
 

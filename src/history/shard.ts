@@ -1,4 +1,4 @@
-// The shard side of history channels (PROTOCOL.md "History, rewind and recovery"):
+// The shard side of history channels (docs/protocol.md "History, rewind and recovery"):
 //
 //   out      the publish pipeline's stage: an API or client event on a history channel
 //            goes to the channel's owner (hist_pub) instead of the bus; the owner numbers
@@ -399,7 +399,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
       const { recover } = plan;
       const serial = recover.kind !== 'none';
       const resume = recover.kind === 'resume' ? { epoch: recover.epoch, serial: recover.serial } : null;
-      // a refused position gets no rewind either: live messages only (PROTOCOL.md)
+      // a refused position gets no rewind either: live messages only (docs/protocol.md)
       const rewind = recover.kind === 'invalid' ? 0 : plan.rewind;
       const topic = serial ? serialTopicOf(app.id, channel) : topicOf(app.id, channel);
       const current = () => !d.closed && d.channels.get(channel) === sub;

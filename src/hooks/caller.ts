@@ -19,7 +19,7 @@ import { Breaker, type BreakerState } from './breaker';
 import { HookCallError, type HookHttp } from './client';
 import type { CompiledHook } from './settings';
 
-/** What the connection or request knew when it asked (PROTOCOL.md's request body). */
+/** What the connection or request knew when it asked (docs/protocol.md's request body). */
 export interface HookBody {
   hook: HookKind;
   app_id: string;

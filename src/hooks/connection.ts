@@ -14,7 +14,7 @@
 //      so nothing (subscription, member, count) is left behind.
 //   4. Nothing here runs for a connection without a pending call but one counter check.
 //
-// Denials (PROTOCOL.md): connect → pusher:error 4009 and close 4009; subscribe →
+// Denials (docs/protocol.md): connect → pusher:error 4009 and close 4009; subscribe →
 // pusher:subscription_error {type:"AuthError", error, status:403}, connection kept;
 // client event → pusher:error 4301 with the channel, connection kept.
 
@@ -31,7 +31,7 @@ import { hookFor, type CompiledHook } from './settings';
 export const MAX_PENDING_BYTES = 256 * 1024;
 /** Upgrades not (yet) opened whose connection info is kept. */
 const MAX_UPGRADED = 4096;
-/** HTTP status in the subscription_error of a denied subscribe (PROTOCOL.md). */
+/** HTTP status in the subscription_error of a denied subscribe (docs/protocol.md). */
 export const DENIED_STATUS = 403;
 /** Close reasons are cut by uWS at 123 bytes (possibly inside a character): longer ones get this text. */
 const CONNECT_DENIED = 'Connection refused by the app backend';

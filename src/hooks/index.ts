@@ -1,4 +1,4 @@
-// A shard's backend hooks (PROTOCOL.md "Backend hooks"), built once per shard by
+// A shard's backend hooks (docs/protocol.md "Backend hooks"), built once per shard by
 // shard/worker.ts for every app: which app has which hook is read from the app's config
 // at each call (hooks/settings.ts), so a SIGHUP reload that adds, changes or removes hooks
 // applies from the next call on. Without hooks it costs a null check per subscribe,

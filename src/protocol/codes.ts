@@ -47,7 +47,7 @@ export const CloseMessage: Readonly<Record<number, string>> = Object.freeze({
 /** `type` of a `pusher:subscription_error`; the connection stays open. */
 export type SubscriptionErrorType = 'AuthError' | 'LimitReached' | 'InvalidChannel' | 'InvalidFilter' | 'InvalidDelta';
 
-/** `status` that goes with each subscription error (see PROTOCOL.md, "Error codes"). */
+/** `status` that goes with each subscription error (see docs/protocol.md, "Error codes"). */
 export const SubscriptionStatus = {
   /** AuthError: bad or missing auth. */
   AuthFailed: 401,

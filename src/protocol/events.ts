@@ -26,7 +26,7 @@ export const Ev = {
   Delta: 'pusher:delta',
   DeltaSyncError: 'pusher:delta_sync_error',
   DeltaCacheSync: 'pusher:delta_cache_sync',
-  /** History (PROTOCOL.md "History, rewind and recovery"): a subscription's position and replay result. */
+  /** History (docs/protocol.md "History, rewind and recovery"): a subscription's position and replay result. */
   Recovery: 'pusher_internal:recovery',
 } as const;
 export type EvName = (typeof Ev)[keyof typeof Ev];

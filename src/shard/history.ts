@@ -165,7 +165,7 @@ export function createShardHistory(d: {
   };
   let sweptAt = Date.now();
   // The redis drivers keep a channel's numbering (its meta key) while it has subscribers
-  // (PROTOCOL.md), stock ones too: each shard touches the history channels it owns that
+  // (docs/protocol.md), stock ones too: each shard touches the history channels it owns that
   // have subscriptions, every quarter of meta_ttl (at least every second), so the meta is
   // touched several times before it could lapse. (The memory driver's owner keeps its own.)
   const touchEveryMs = Math.max(1000, config.history.meta_ttl * 250);

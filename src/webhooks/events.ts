@@ -1,4 +1,4 @@
-// Webhook events: the wire shapes of PROTOCOL.md ("Webhooks") and of the spec's event
+// Webhook events: the wire shapes of docs/protocol.md ("Webhooks") and of the spec's event
 // table, and which of them an app's endpoints ask for. Pure: no thread, socket or I/O.
 //
 // Every request body is `{"time_ms": <ms>, "events": [ … ]}` (batched or not), each event
