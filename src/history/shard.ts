@@ -39,6 +39,7 @@ import type { MetricsSink } from '../metrics/types';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
 import type { HistFrame } from './owner';
+import { parseRecover, pendingTopicOf, serialTopicOf, type Recover } from './recover';
 import type { HistorySettings } from './settings';
 import { logLimited } from '../log';
 
@@ -72,41 +73,10 @@ export interface AttachHow {
 /** What the filter stage (channels/filtered.ts) does for history: the frames with `__serial` to filtered subscriptions with positions, registered under the serial topic. */
 export type HistoryFilters = Pick<FilteredSubscriptions<FilteredSocket>, 'deliver' | 'count'>;
 
-/** A subscribe's `recover`, checked: absent, positions only, a resume position, or refused. */
-export type Recover =
-  | { kind: 'none' }
-  | { kind: 'positions' }
-  | { kind: 'resume'; epoch: string; serial: number }
-  | { kind: 'invalid'; error: string };
-
-const NONE: Recover = { kind: 'none' };
 /** Numbered messages of one channel a shard holds while it fetches what it missed; past it the fetch is given up (reported as a gap). */
 const MAX_HELD = 10_000;
-const MAX_EPOCH_LENGTH = 64;
 
-export function parseRecover(v: unknown): Recover {
-  if (v === undefined || v === null) return NONE;
-  if (typeof v !== 'object' || Array.isArray(v)) return { kind: 'invalid', error: 'recover must be an object: {} or {"epoch":"…","serial":N}' };
-  const r = v as { epoch?: unknown; serial?: unknown };
-  if (r.epoch === undefined && r.serial === undefined) return { kind: 'positions' };
-  if (typeof r.epoch !== 'string' || r.epoch.length === 0 || r.epoch.length > MAX_EPOCH_LENGTH) {
-    return { kind: 'invalid', error: `recover.epoch must be a string of 1 to ${MAX_EPOCH_LENGTH} characters` };
-  }
-  if (typeof r.serial !== 'number' || !Number.isSafeInteger(r.serial) || r.serial < 0) {
-    return { kind: 'invalid', error: 'recover.serial must be a non-negative integer' };
-  }
-  return { kind: 'resume', epoch: r.epoch, serial: r.serial };
-}
-
-/** The topic of a channel's subscriptions with positions (frames with __serial). */
-export function serialTopicOf(app: string, channel: string): string {
-  return topicOf(app, channel) + '\0s';
-}
-
-/** The topic of a channel's history subscriptions waiting for their answer: member events and counts only. */
-export function pendingTopicOf(app: string, channel: string): string {
-  return topicOf(app, channel) + '\0p';
-}
+export { parseRecover, pendingTopicOf, serialTopicOf, type Recover } from './recover';
 
 export type HistPub = Extract<ControlMsg, { type: 'hist_pub' }>;
 /** `delta`: a delta subscription's question, answered through the delta sequencer (its answer follows the deltas of the messages ≤ S). */
