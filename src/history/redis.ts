@@ -4,13 +4,15 @@
 //
 //   publish  a shard runs PUBLISH_LUA: the channel's next serial (HSET in its meta hash),
 //            the message appended to its list (trimmed to `size`, TTLs set), and the
-//            numbered message PUBLISHed (SPUBLISH on a Redis Cluster) on the bucket's
-//            subject — all in one script, so the subject carries a channel's messages in
-//            serial order and every subscriber of it sees that one order.
-//   deliver  every shard of every node subscribes to the bucket subjects (one connection
-//            per shard) and hands each numbered message to deliver() (history/shard.ts) when
-//            it has subscribers of the channel. No hop through the owner shard, the primary
-//            or the cluster adapter: the adapter does not carry history channels.
+//            numbered message PUBLISHed (SPUBLISH on a Redis Cluster) on the channel's
+//            subject (one of HISTORY_SUBJECTS) — all in one script, so the subject carries a
+//            channel's messages in serial order and every subscriber of it sees that one order.
+//   deliver  a shard subscribes to a subject while it has subscriptions of a channel on it
+//            (one connection per shard; history/redis-subjects.ts: by interest, the first
+//            subscriber waits for Redis's confirmation) and hands each numbered message to
+//            deliver() (history/shard.ts) when it has subscribers of the channel. No hop
+//            through the owner shard, the primary or the cluster adapter: the adapter does
+//            not carry history channels.
 //   ask      a subscription's rewind / resume runs READ_LUA (history/redis-scripts.ts), which publishes its answer (the
 //            position S and the stored messages) as a marker on the same subject: the marker
 //            reaches the asking shard behind every message ≤ S and ahead of every one > S,
@@ -21,7 +23,8 @@
 // shard channel in one slot): `<key_prefix>hist:{<key_prefix>hist.<b>}:m:<app>:<channel>`
 // (meta: epoch, last serial, Redis run_id) and `…:l:…` (the list, one entry per message,
 // "<time_ms> <frame>", consecutive serials ending at the last one). A plain Redis has one
-// bucket; a cluster BUCKETS_CLUSTER, spread over its masters.
+// bucket; a cluster BUCKETS_CLUSTER, spread over its masters. Subject k is
+// `<key_prefix>hist:{<key_prefix>hist.<k % buckets>}:<k>`, in its channels' slot.
 //
 // Epochs: the meta holds the run_id of the Redis server that numbered it. A restart (or a
 // failover to a replica) changes the run_id; the next script then starts a new epoch and
@@ -45,10 +48,11 @@ import { isCluster, redisClient, redisClusterClient, redisClusterWhere, redisUnr
 import type { HistPageReply, HistSubReply } from '../bus/messages';
 import { answerSub, type StoredView } from './owner';
 import { PUBLISH_LUA, READ_LUA } from './redis-scripts';
+import { HISTORY_SUBJECTS, SubjectPlane, type NumberedSubjects } from './redis-subjects';
 import type { HistPub, HistQuestion } from './shard';
 import { HistoryUnavailableError, type PageQuery, type StoredMessage } from './types';
 
-/** Buckets (hash tags, shard channels) of a Redis Cluster: spread over its masters. */
+/** Buckets (hash tags) of a Redis Cluster: spread over its masters. Divides HISTORY_SUBJECTS. */
 export const BUCKETS_CLUSTER = 16;
 /** ms a subscription waits for its marker before it is answered `unavailable`. */
 export const ASK_TIMEOUT_MS = 3000;
@@ -85,6 +89,11 @@ function fnv(s: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
   return h >>> 0;
+}
+
+/** A channel's subject among HISTORY_SUBJECTS; its key tag is the subject's modulo the buckets (HISTORY_SUBJECTS is a multiple of them). */
+export function subjectIndexOf(app: string, channel: string): number {
+  return fnv(app + ':' + channel) % HISTORY_SUBJECTS;
 }
 
 /** The tags part of a stored entry (PUBLISH_LUA): '' without tags. Lengths in UTF-16 units, as entryOf reads them. */
@@ -128,8 +137,7 @@ export class RedisHistory {
   private readonly pending = new Map<number, { q: HistQuestion; answer(r: HistSubReply): void; failed(err: Error): void; timer: NodeJS.Timeout }>();
   private readonly now: () => number;
   private closed = false;
-  /** The subscriber's SUBSCRIBE is confirmed on its current connection. */
-  private listening = false;
+  private readonly plane: SubjectPlane;
   private readonly onListening: (() => void)[] = [];
   /** The subscriber has listened once: a later listen follows a break. */
   private listenedBefore = false;
@@ -183,50 +191,44 @@ export class RedisHistory {
     };
     if (isCluster(this.sub)) this.sub.on('smessageBuffer', onMessage);
     else this.sub.on('messageBuffer', onMessage);
-    const subjects = Array.from({ length: this.buckets }, (_, b) => this.subject(b));
-    // Subscribed again on every (re)connect, and only once Redis confirmed it does this shard
-    // number anything: a message numbered while it is not listening would never reach its
-    // subscribers. (ioredis's own resubscribe is off, redis/client.ts ownResubscribe: a
-    // refusal there would be an unhandled rejection.) A Redis Cluster takes one slot per
-    // SSUBSCRIBE.
-    const sub = this.sub;
-    const listen = () => {
-      this.listening = false;
-      void (isCluster(sub) ? Promise.all(subjects.map((x) => sub.ssubscribe(x))) : sub.subscribe(...subjects)).then(() => {
-        if (sub.status !== 'ready') return;
-        this.listening = true;
+    // by interest: a subject is subscribed while this shard has a subscription on it (history/redis-subjects.ts)
+    this.plane = new SubjectPlane({
+      sub: this.sub, where: this.where, log: d.log, metrics: d.metrics,
+      name: (k) => this.subject(k),
+      subjectOf: (app, channel) => (d.setting(app, channel) === null ? -1 : this.subjectIndex(app, channel)),
+      onListening: () => {
         for (const w of this.onListening.splice(0)) w();
         // listening again after a break: what was numbered meanwhile is fetched (history/shard.ts catchUp)
         if (this.listenedBefore) this.missedSome = true;
         this.listenedBefore = true;
         this.caughtUp();
-      }, (err: Error) => {
-        if (this.closed) return;
-        d.log.error({ err: err.message, redis: this.where }, 'history: could not subscribe to the numbered messages; trying again in 1 s');
-        // refused while connected (NOPERM: an ACL that denies the channels): asked again
-        // until Redis accepts, not only at the next reconnect
-        setTimeout(() => {
-          if (!this.closed && sub.status === 'ready' && !this.listening) listen();
-        }, 1000).unref();
-      });
-    };
-    sub.on('ready', listen);
-    for (const ev of ['close', 'end', 'reconnecting']) sub.on(ev, () => { this.listening = false; });
+      },
+    });
+  }
+
+  /** The subjects of the numbered messages, by interest (ws/subscribe.ts holds them). */
+  get subjects(): NumberedSubjects & Pick<SubjectPlane, 'isReady' | 'subscribed'> {
+    return this.plane;
+  }
+
+  private subjectIndex(app: string, channel: string): number {
+    return subjectIndexOf(app, channel);
   }
 
   private tagOf(b: number): string {
     return `{${this.prefix}hist.${b}}`;
   }
 
-  private subject(b: number): string {
-    return `${this.prefix}hist:${this.tagOf(b)}`;
+  /** Subject k's name: in the slot of its channels' keys (bucket k % buckets). */
+  subject(k: number): string {
+    return `${this.prefix}hist:${this.tagOf(k % this.buckets)}:${k}`;
   }
 
   /** [meta key, list key, subject] of a channel (one slot). A channel name has no ':'. */
   private keys(app: string, channel: string): [string, string, string] {
-    const b = this.buckets === 1 ? 0 : fnv(app + ':' + channel) % this.buckets;
-    const base = `${this.prefix}hist:${this.tagOf(b)}`;
-    return [`${base}:m:${app}:${channel}`, `${base}:l:${app}:${channel}`, this.subject(b)];
+    const k = this.subjectIndex(app, channel);
+    const base = `${this.prefix}hist:${this.tagOf(k % this.buckets)}`;
+    return [`${base}:m:${app}:${channel}`, `${base}:l:${app}:${channel}`, this.subject(k)];
   }
 
   private newEpoch(): string {
@@ -246,13 +248,13 @@ export class RedisHistory {
 
   /** Whether Redis can be asked now (GET /up/{appId}). */
   isUp(): boolean {
-    return this.cmd.status === 'ready' && this.sub.status === 'ready' && this.listening;
+    return this.cmd.status === 'ready' && this.sub.status === 'ready' && this.plane.listening;
   }
 
   ready(timeoutMs: number): Promise<void> {
     const fail = (c: Client) => () => this.unavailable(redisUnreachable(c, this.where, timeoutMs));
     const listening = new Promise<void>((resolve, reject) => {
-      if (this.listening) return resolve();
+      if (this.plane.listening) return resolve();
       const timer = setTimeout(() => reject(this.unavailable(`not subscribed to the numbered messages within ${timeoutMs} ms`)), timeoutMs);
       this.onListening.push(() => { clearTimeout(timer); resolve(); });
     });
@@ -309,8 +311,13 @@ export class RedisHistory {
     const resume = q.recover;
     const max = this.d.config.history.max_recover;
     const args = resume === null ? ['b', 1, -1, q.rewind] : ['f', resume.serial + 1, -1, max];
-    this.cmd.rcHistRead(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, ...args, this.publishCommand, subject, `${this.me}\n${req}`)
-      .catch((err: Error) => this.settle(req)?.failed(err));
+    // the marker comes back on the channel's subject: read once this shard listens to it
+    // (the subscription holds it); what is numbered meanwhile is at or below the position read
+    this.plane.after(this.subjectIndex(q.app, q.channel), () => {
+      if (!this.pending.has(req)) return;
+      this.cmd.rcHistRead(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, ...args, this.publishCommand, subject, `${this.me}\n${req}`)
+        .catch((err: Error) => this.settle(req)?.failed(err));
+    });
   }
 
   private settle(req: number) {
@@ -406,6 +413,7 @@ export class RedisHistory {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.plane.close();
     for (const req of [...this.pending.keys()]) this.settle(req)?.failed(this.unavailable('the server is stopping'));
     await Promise.allSettled([this.cmd.quit(), this.sub.quit()]);
     this.cmd.disconnect();

@@ -94,6 +94,7 @@ const GAUGES: Record<GaugeName, Def> = {
   hook_breakers_open: { help: 'Shards whose circuit breaker of a hook endpoint is open or half-open (url: scheme, host and path)', labels: ['url'] },
   webhook_queue_size: { help: 'Webhook requests waiting to be sent or retried (sync queue driver)', labels: [] },
   history_messages: { help: 'Messages kept by the memory history store (summed over shards)', labels: [] },
+  history_subjects_subscribed: { help: 'Subjects of numbered history messages the shards subscribe on Redis (history.driver redis: those with a subscriber; summed over shards)', labels: [] },
   history_bytes: { help: 'Bytes counted against history.memory_budget_mb (summed over shards)', labels: [] },
   fallback_sessions_active: { help: 'Open HTTP fallback sessions (also counted in connections_active)', labels: ['app_id'] },
   console_stream_buffered_bytes: { help: 'Bytes of the live console\'s event streams waiting in the server\'s send buffers', labels: [] },

@@ -78,7 +78,7 @@ export type GaugeName =
   /** ours: backend hooks: calls in flight (per shard, summed), shards whose breaker of an endpoint is open or half-open */
   | 'hook_calls_in_flight' | 'hook_breakers_open'
   /** ours (history/): messages and bytes kept by the memory history store */
-  | 'history_messages' | 'history_bytes'
+  | 'history_messages' | 'history_bytes' | 'history_subjects_subscribed'
   /** ours: open HTTP fallback sessions (connections_active counts them too) */
   | 'fallback_sessions_active'
   /** ours (console/): bytes of the live log waiting in the send buffers of the console's streams */

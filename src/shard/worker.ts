@@ -71,6 +71,7 @@ const behavior = createWsBehavior({
   watchlists: ctx.watchlists,
   delta: ctx.delta,
   history: ctx.historySide,
+  numbered: ctx.historyRedis?.subjects ?? null,
   cache: ctx.cache,
   tap: ctx.tap,
   filters: ctx.filters,

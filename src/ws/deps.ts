@@ -19,6 +19,7 @@ import type { Socket, SocketData } from './types';
 import type { Watchlists } from './watchlist';
 import type { DeltaShard } from '../delta/shard';
 import type { WsHooks } from '../hooks/connection';
+import type { NumberedSubjects } from '../history/redis-subjects';
 import type { HistoryShard } from '../history/shard';
 
 /** What the WebSocket handlers need, built once in shard/worker.ts. */
@@ -62,6 +63,8 @@ export interface WsDeps {
   hooks?: WsHooks<Socket, SocketData> | null;
   /** History channels (history/shard.ts): rewind, recover, serial topics; null (or absent) when not wired. */
   history?: HistoryShard | null;
+  /** history.driver redis / redis-cluster: the numbered subjects a history channel's subscription holds, by interest (history/redis-subjects.ts). */
+  numbered?: NumberedSubjects | null;
   /** True once the shard is shutting down: closing sockets need not tell the owners. */
   stopping(): boolean;
   /**

@@ -57,6 +57,7 @@ export function filterTopicOf(app: string, channel: string, sub: Subscription): 
 
 export function createSubscriptions(deps: WsDeps): Subscriptions {
   const { directory, interest } = deps;
+  const numbered = deps.numbered ?? null;
   const meters = metersFor(deps.metrics);
   const { limits } = deps.config;
 
@@ -68,12 +69,22 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
   function track(d: SocketData, app: AppConfig, channel: string, sub: Subscription) {
     d.channels.set(channel, sub);
     interest.add(app.id, channel);
+    if (numbered) {
+      const k = numbered.hold(app.id, channel);
+      if (k >= 0) sub.subject = k;
+    }
+  }
+
+  /** What track() held, let go. */
+  function unhold(app: AppConfig, channel: string, sub: Subscription) {
+    interest.remove(app.id, channel);
+    if (sub.subject !== undefined) numbered!.release(sub.subject);
   }
 
   function untrack(ws: Socket, d: SocketData, app: AppConfig, channel: string) {
     const sub = d.channels.get(channel);
     if (sub && d.channels.delete(channel)) {
-      interest.remove(app.id, channel);
+      unhold(app, channel, sub);
       unfilter(ws, app, channel, sub);
     }
   }
@@ -297,8 +308,10 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     filter: CompiledFilter | null, algo: Algo | null, plan: Plan) {
     // One shared record per type (read-only: only presence records change) unless the
     // channel replays a cache, which tells its subscriptions apart by identity.
-    // A filtered one has its own record too: it holds its entry in the filter index.
-    const sub: Subscription = filter !== null || plan?.kind === 'attach' || (deps.cache && deps.cache.ttl(channel) !== null)
+    // A filtered one has its own record too: it holds its entry in the filter index; and so
+    // does one of a history channel with history.driver redis: it holds a numbered subject.
+    const sub: Subscription = filter !== null || plan?.kind === 'attach' || (deps.cache && deps.cache.ttl(channel) !== null) ||
+      (numbered !== null && deps.history?.settings.of(app.id, channel))
       ? { type, userKey: null, userId: null, joined: true } : PLAIN[type];
     if (plan?.kind === 'attach') sub.history = { serial: plan.recover.kind !== 'none' };
     track(d, app, channel, sub);
@@ -385,16 +398,25 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
         : () => admitPlain(ws, d, app, channel, type, filter, algo, plan);
       const gate = deps.buckets;
       // in a cluster: interest first (it holds the bucket on the primary: adapter/buckets.ts),
-      // then the wait for the node's backend subscription, then the subscription itself
-      const admit = gate ? () => {
+      // then the wait for the node's backend subscription, and for a stock subscription of a
+      // history channel its numbered subject's (history.driver redis: history/redis-subjects.ts;
+      // one with a rewind or positions is answered at once, its question waits instead), then
+      // the subscription itself; what was held for the wait is let go once it has its own
+      const hold = numbered !== null && plan === null;
+      const admit = gate || hold ? () => {
         interest.add(app.id, channel);
-        gate.after(app.id, channel, () => {
+        const k = hold ? numbered.hold(app.id, channel) : -1;
+        const go = () => {
           try {
             if (!d.closed && !d.channels.has(channel)) join();
           } finally {
             interest.remove(app.id, channel);
+            if (k >= 0) numbered!.release(k);
           }
-        });
+        };
+        const subject = k >= 0 ? () => numbered!.after(k, go) : go;
+        if (gate) gate.after(app.id, channel, subject);
+        else subject();
       } : join;
       // subscribe hook (hooks/connection.ts): after the auth check, before anything is joined or answered
       if (deps.hooks?.subscribe(ws, d, channel, type === 'presence' ? data.channel_data as string : undefined, admit)) return;
@@ -417,7 +439,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       // Interest always goes with the records; the owners are not told when the shard stops.
       const tell = !deps.stopping();
       for (const [channel, sub] of d.channels) {
-        interest.remove(app.id, channel);
+        unhold(app, channel, sub);
         unfilter(ws, app, channel, sub);
         if (tell && sub.joined) release(app, channel, d.id, sub);
       }

@@ -24,6 +24,8 @@ export interface Subscription {
    * channel's serial topic (frames with __serial) instead of the plain one.
    */
   history?: { serial: boolean; attached?: boolean };
+  /** history.driver redis / redis-cluster: the numbered subject this subscription holds (history/redis-subjects.ts). */
+  subject?: number;
 }
 
 /** A signed-in socket's watchlist (ws/watchlist.ts). */

@@ -1,6 +1,7 @@
 // A TCP proxy in front of a server that can cut every connection (RST, no close frame: what
 // a dropped network does to a WebSocket), refuse new ones meanwhile, and send the next ones
-// to another port (a client that reconnects to another node of a cluster).
+// to another port (a client that reconnects to another node of a cluster), and hold what the
+// client sends for a while (a slow link to the server).
 
 import net from 'node:net';
 
@@ -13,6 +14,8 @@ export interface CutProxy {
   allow(): void;
   /** New connections go to `port` from now on. */
   retarget(port: number): void;
+  /** Bytes from the client reach the server `ms` later from now on (in order; 0: at once). */
+  delay(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -21,12 +24,27 @@ export async function cutProxy(port: number): Promise<CutProxy> {
   let refusing = false;
   let accepted = 0;
   let target = port;
+  let delayMs = 0;
   const server = net.createServer((client) => {
     if (refusing) return client.resetAndDestroy();
     accepted++;
     const upstream = net.connect(target, '127.0.0.1');
     open.add(client).add(upstream);
-    client.pipe(upstream).pipe(client);
+    upstream.pipe(client);
+    // client → server, each chunk held until its time (never before an earlier one's)
+    const held: { at: number; chunk: Buffer }[] = [];
+    const drain = () => {
+      while (held.length > 0 && held[0]!.at <= Date.now()) {
+        const c = held.shift()!;
+        if (!upstream.destroyed) upstream.write(c.chunk);
+      }
+      if (held.length > 0) setTimeout(drain, held[0]!.at - Date.now());
+    };
+    client.on('data', (chunk: Buffer) => {
+      if (delayMs === 0 && held.length === 0) return void upstream.write(chunk);
+      held.push({ at: Math.max(held.at(-1)?.at ?? 0, Date.now() + delayMs), chunk });
+      if (held.length === 1) setTimeout(drain, delayMs);
+    });
     const drop = () => { open.delete(client); open.delete(upstream); client.destroy(); upstream.destroy(); };
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
@@ -41,6 +59,7 @@ export async function cutProxy(port: number): Promise<CutProxy> {
     },
     allow() { refusing = false; },
     retarget(p) { target = p; },
+    delay(ms) { delayMs = ms; },
     close: () => new Promise<void>((r) => { for (const s of open) s.destroy(); server.close(() => r()); }),
   };
 }

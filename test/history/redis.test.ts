@@ -15,6 +15,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import t, { type Test } from 'tap';
 import type { ConfigInput } from '../../src/config';
+import { subjectIndexOf } from '../../src/history/redis';
 import { startBackend } from '../adapter/backends';
 import { startNodePair } from '../helpers/cluster';
 import { cutProxy } from '../helpers/cut-proxy';
@@ -264,9 +265,9 @@ t.test(`history.driver redis: a subscription answered while its topic fetches mi
       s = redis.call('HINCRBY', KEYS[1], 's', 1)
       local f = cjson.encode({event = 'msg', channel = 'room-d', data = cjson.encode({i = i})})
       redis.call('RPUSH', KEYS[2], ARGV[1] .. ' ' .. f)
-      if i == 5 then redis.call('PUBLISH', 'hist:{hist.0}', 'p\\n' .. epoch .. '\\n' .. s .. '\\n["app-id","room-d","",null]\\n' .. f) end
+      if i == 5 then redis.call('PUBLISH', ARGV[2], 'p\\n' .. epoch .. '\\n' .. s .. '\\n["app-id","room-d","",null]\\n' .. f) end
     end
-    return s`, 2, 'hist:{hist.0}:m:app-id:room-d', 'hist:{hist.0}:l:app-id:room-d', Date.now());
+    return s`, 2, 'hist:{hist.0}:m:app-id:room-d', 'hist:{hist.0}:l:app-id:room-d', Date.now(), `hist:{hist.0}:${subjectIndexOf('app-id', 'room-d')}`);
   await new Promise((r) => setTimeout(r, 100)); // (the script runs; the subscribe below reaches Redis behind it)
   const d = srv.track(await RawClient.connect(srv.wsUrl()));
   await d.subscribe('room-d', { recover: { epoch: first.data.epoch, serial: 1 } });
