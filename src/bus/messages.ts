@@ -147,7 +147,7 @@ export type ControlMsg =
   /** Owner → every shard with subscribers of the channel: a numbered message of a history channel. */
   | { type: 'hist'; app: string; channel: string; except: string; epoch: string; serial: number; message: string; tags?: string }
   /** A new subscription: the channel's position and what to replay (answers a HistSubReply). */
-  | { type: 'hist_sub'; req: number; from: number; app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null; relay?: number }
+  | { type: 'hist_sub'; req: number; from: number; app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null; relay?: number; cap?: number }
   /**
    * Owner → delta sequencer: the answer to a hist_sub of a delta subscription (its `relay`),
    * which the sequencer sends on as the reply in its output order (delta/sequencer.ts rule 6).

@@ -71,15 +71,30 @@ export interface StoredView {
 
 const itemOf = (x: StoredMessage): HistSubReply['items'][number] => (x.tags === undefined ? [x.serial, x.message] : [x.serial, x.message, x.tags]);
 
-/** The answer to a hist_sub (rewind, positions, resume) from the channel's position and stored messages; every driver's. */
-export function answerSub(m: { rewind: number; recover: { epoch: string; serial: number } | null }, hasHistory: boolean, position: () => Position, view: StoredView, maxRecover: number): HistSubReply {
+/**
+ * The first messages of `items` within `cap` bytes of frames (one at least; all without a
+ * cap): an answer's chunk (history/replay.ts). The rest, up to the position S, is asked for
+ * in the next chunk.
+ */
+export function chunkOf(items: StoredMessage[], cap: number | undefined): StoredMessage[] {
+  if (cap === undefined) return items;
+  let bytes = 0;
+  for (let i = 0; i < items.length; i++) {
+    bytes += items[i].message.length;
+    if (bytes > cap && i > 0) return items.slice(0, i);
+  }
+  return items;
+}
+
+/** The answer to a hist_sub (rewind, positions, resume) from the channel's position and stored messages; every driver's. `cap`: its chunk's bytes (chunkOf). */
+export function answerSub(m: { rewind: number; recover: { epoch: string; serial: number } | null; cap?: number }, hasHistory: boolean, position: () => Position, view: StoredView, maxRecover: number): HistSubReply {
   if (!hasHistory) return { epoch: '', serial: 0, items: [], recovered: m.recover ? false : null, reason: 'no_history' };
   const pos = position();
   const fail = (reason: NonNullable<HistSubReply['reason']>, error?: string): HistSubReply =>
     ({ epoch: pos.epoch, serial: pos.serial, items: [], recovered: false, reason, ...(error ? { error } : {}) });
   const r = m.recover;
   if (r === null) {
-    const items = m.rewind > 0 ? view.last(m.rewind) : [];
+    const items = m.rewind > 0 ? chunkOf(view.last(m.rewind), m.cap) : [];
     return { epoch: pos.epoch, serial: pos.serial, items: items.map(itemOf), recovered: null };
   }
   if (r.epoch !== pos.epoch) return fail('epoch_changed');
@@ -87,7 +102,7 @@ export function answerSub(m: { rewind: number; recover: { epoch: string; serial:
   if (pos.serial - r.serial > maxRecover) return fail('too_many');
   const items = view.since(r.serial);
   if (items === null) return fail('too_old');
-  return { epoch: pos.epoch, serial: pos.serial, items: items.map(itemOf), recovered: true };
+  return { epoch: pos.epoch, serial: pos.serial, items: chunkOf(items, m.cap).map(itemOf), recovered: true };
 }
 
 export function createHistoryOwner(deps: HistoryOwnerDeps): HistoryOwner {

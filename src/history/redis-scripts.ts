@@ -43,9 +43,11 @@ return serial
 
 /**
  * KEYS meta, list; ARGV new epoch, meta_ttl ms, direction f|b, lo, hi (-1: none), max,
- * publish command ('' : no marker), subject, marker header. Serials lo…hi that are stored,
- * at most max of them from the direction's start. Returns / publishes epoch, S, the first
- * serial returned, and the entries (length-prefixed in the marker: a frame may hold '\n').
+ * publish command ('' : no marker), subject, marker header, cap (bytes; 0: none). Serials
+ * lo…hi that are stored, at most max of them from the direction's start, and of those the
+ * first within cap bytes (one at least: a chunk, history/owner.ts chunkOf). Returns /
+ * publishes epoch, S, the first serial returned, and the entries (length-prefixed in the
+ * marker: a frame may hold '\n').
  */
 export const READ_LUA = RUN_ID + `if fresh and not empty then redis.call('HSET', KEYS[1], 'e', epoch, 's', 0, 'r', rid) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -60,6 +62,17 @@ if hi - lo + 1 > max then
 end
 local items = {}
 if lo <= hi and max > 0 then items = redis.call('LRANGE', KEYS[2], lo - first, hi - first) end
+local cap = tonumber(ARGV[10])
+if cap > 0 then
+  local bytes = 0
+  for i, it in ipairs(items) do
+    bytes = bytes + #it
+    if bytes > cap and i > 1 then
+      for j = #items, i, -1 do items[j] = nil end
+      break
+    end
+  end
+end
 if ARGV[7] ~= '' then
   local parts = {'r\\n', ARGV[9], '\\n', epoch, '\\n', serial, '\\n', lo, '\\n'}
   for _, it in ipairs(items) do

@@ -5,17 +5,14 @@
 // so that churn does not thrash). A shard, and a node, with no subscriber of a history
 // channel receives none of its messages.
 //
-//   stock subscribe on a history channel (ws/subscribe.ts):
-//     hold(k) ─▶ ready[k]? ─yes─▶ subscription_succeeded
-//                  └─no─▶ SUBSCRIBE k confirmed by Redis ─▶ subscription_succeeded
-//   subscribe with a rewind or positions: subscription_succeeded at once (its bounds are
-//   checked in that turn: history/shard.ts admit), and its question waits instead:
-//     hold(k) ─▶ ready[k] ─▶ READ (history/redis.ts ask) ─▶ marker on k ─▶ answer, replay
+//   subscribe on a history channel (ws/subscribe.ts):
+//     hold(k) ─▶ ready[k]? ─yes─▶ subscription_succeeded (and its rewind / recovery question)
+//                  └─no─▶ SUBSCRIBE k confirmed by Redis ─▶ subscription_succeeded …
 //
 // So a message numbered after subscription_succeeded reaches the shard (Redis had the
-// subscription before the client was told, or the message is at or below the position the
-// question reads, in the answer), and a marker is only published on a subject the shard
-// listens to. The subscriber connection is one per
+// subscription before the client was told), a rewind is read right after
+// subscription_succeeded as on a subject already held, and a marker is only published on
+// a subject the shard listens to (history/redis.ts ask also waits for it: a catch-up). The subscriber connection is one per
 // shard: a SUBSCRIBE sent after an UNSUBSCRIBE of the same subject is answered after it,
 // so a subject dropped by the sweep and held again at once ends subscribed.
 //

@@ -315,7 +315,7 @@ export class RedisHistory {
     // (the subscription holds it); what is numbered meanwhile is at or below the position read
     this.plane.after(this.subjectIndex(q.app, q.channel), () => {
       if (!this.pending.has(req)) return;
-      this.cmd.rcHistRead(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, ...args, this.publishCommand, subject, `${this.me}\n${req}`)
+      this.cmd.rcHistRead(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, ...args, this.publishCommand, subject, `${this.me}\n${req}`, q.cap ?? 0)
         .catch((err: Error) => this.settle(req)?.failed(err));
     });
   }
@@ -345,7 +345,7 @@ export class RedisHistory {
     const [meta, list] = this.keys(app, channel);
     const before = q.before === null ? -1 : q.before - 1;
     const [epoch, serial, lo, entries] = await this.cmd.rcHistRead(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000,
-      q.direction === 'forwards' ? 'f' : 'b', q.after + 1, before, q.limit + 1, '', '', '');
+      q.direction === 'forwards' ? 'f' : 'b', q.after + 1, before, q.limit + 1, '', '', '', 0);
     const s = this.d.setting(app, channel);
     const snap: Snapshot = { epoch, serial: Number(serial), lo: Number(lo), entries };
     let items = s === null ? [] : alive(snap, s.ttl * 1000, this.now()).items;

@@ -17,11 +17,10 @@
 //            every history subscription waiting for its answer (attach) gets them on the
 //            channel's pending topic.
 //   attach   a subscription with a rewind or a `recover`: subscription_succeeded first, then
-//            the owner's answer (recovery frame, replay), then the topic. Until the answer
-//            the socket is on the pending topic only (no messages: member events and counts);
-//            the answer travels the ring owner → this shard
-//            behind every message numbered before it (≤ S, in the answer) and ahead of every
-//            later one (> S, live): no gap, no duplicate.
+//            the answer (recovery frame, replay in chunks: history/replay.ts), then the topic;
+//            until then the socket is on the pending topic only (member events and counts).
+//            An answer travels behind every message numbered before it (≤ S, in it) and
+//            ahead of every later one (> S, live): no gap, no duplicate.
 
 import type { Logger } from 'pino';
 import { TAGS_ALL, type ControlMsg, type HistSubReply } from '../bus/messages';
@@ -42,6 +41,7 @@ import type { HistFrame } from './owner';
 import { parseRecover, pendingTopicOf, serialTopicOf, type Recover } from './recover';
 import type { HistorySettings } from './settings';
 import { logLimited } from '../log';
+import { hasMore, REPLAY_CHUNK_BYTES, REPLAY_MAX_ROUNDS, ReplayBudgets, whenPaced } from './replay';
 
 /** What this file needs of a WebSocket (ws/types.ts Socket; history/ sits below ws/). */
 export interface HistorySocket {
@@ -52,6 +52,7 @@ export interface HistorySocket {
   subscribe(topic: string): boolean;
   unsubscribe(topic: string): boolean;
   cork(cb: () => void): unknown;
+  getBufferedAmount(): number;
 }
 type Socket = HistorySocket;
 /** A socket's state and subscription record, as far as history needs them (ws/types.ts). */
@@ -80,7 +81,7 @@ export { parseRecover, pendingTopicOf, serialTopicOf, type Recover } from './rec
 
 export type HistPub = Extract<ControlMsg, { type: 'hist_pub' }>;
 /** `delta`: a delta subscription's question, answered through the delta sequencer (its answer follows the deltas of the messages ≤ S). */
-export interface HistQuestion { app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null; delta?: boolean }
+export interface HistQuestion { app: string; channel: string; rewind: number; recover: { epoch: string; serial: number } | null; delta?: boolean; cap?: number }
 
 /** What subscribe.ts does with a subscription: nothing special, a no_history answer, or attach(). */
 export type Plan = null | { kind: 'no_history' } | { kind: 'attach'; rewind: number; recover: Recover };
@@ -156,24 +157,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
   const { settings, fanout, log } = deps;
   const filters = deps.filters;
   const meters = metersFor(deps.metrics);
-  /**
-   * A connection's unanswered questions, by channel (a subscribe and unsubscribe churn cannot
-   * pile them up), and its replay budget: bytes it may be sent in replays, refilled at
-   * history.replay_bytes_per_second up to one second's worth; a replay is charged when
-   * sent (the balance may go below zero) and no question is asked while it is.
-   */
-  const asked = new WeakMap<SocketData, { channels: Set<string>; balance: number; at: number }>();
-  const maxQuestions = deps.maxQuestionsPerConnection;
-  const replayRate = deps.replayBytesPerSecond;
-  const now = deps.now ?? Date.now;
-  function budgetOf(d: SocketData): { channels: Set<string>; balance: number; at: number } {
-    let b = asked.get(d);
-    if (b === undefined) asked.set(d, (b = { channels: new Set(), balance: replayRate, at: now() }));
-    const t = now();
-    b.balance = Math.min(replayRate, b.balance + ((t - b.at) * replayRate) / 1000);
-    b.at = t;
-    return b;
-  }
+  const budgets = new ReplayBudgets(deps.maxQuestionsPerConnection, deps.replayBytesPerSecond, deps.now ?? Date.now);
   /**
    * Serial topic → the epoch and serial of the last message this shard delivered on it
    * (epoch_changed, and a gap: messages that never reached this shard, e.g. while its Redis
@@ -350,17 +334,7 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
       if (recover.kind === 'none' && s.rewind === 0) return null;
       return { kind: 'attach', rewind: s.rewind, recover };
     },
-    admit(d, channel) {
-      if (!asked.has(d)) return null;
-      const b = budgetOf(d);
-      const q = b.channels;
-      if (b.balance < 0) {
-        return `this connection was sent more replayed history than history.replay_bytes_per_second allows; subscribe again in ${Math.ceil((-b.balance * 1000) / replayRate)} ms`;
-      }
-      if (q.has(channel)) return `the history of ${channel} is still being fetched for this connection's earlier subscription; subscribe again once it is answered`;
-      if (q.size >= maxQuestions) return `this connection has ${q.size} history questions unanswered, the most allowed (history.max_questions_per_connection); subscribe again once they are answered`;
-      return null;
-    },
+    admit: (d, channel) => budgets.admit(d, channel),
     noHistory(ws, app, channel) {
       result(app.id, 'no_history');
       sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, { epoch: '', serial: 0, recovered: false, missed: 0, reason: 'no_history' }));
@@ -382,51 +356,16 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
         if (how) how.join();
         else ws.subscribe(topic);
       };
-      const question: HistQuestion = { app: app.id, channel, rewind, recover: resume, ...(how?.relay ? { delta: true } : {}) };
-      const budget = budgetOf(d);
-      const mine = budget.channels;
+      // a delta subscription's answer comes whole, through the sequencer; the others in chunks (history/replay.ts)
+      const chunked = !how?.relay;
+      const question: HistQuestion = { app: app.id, channel, rewind, recover: resume, ...(chunked ? { cap: REPLAY_CHUNK_BYTES } : { delta: true }) };
+      const mine = budgets.of(d).channels;
       mine.add(channel);
+      /** The replay's chunks so far, and the last serial sent. */
+      let rounds = 0;
+      let last = 0;
       const answered = (): void => void mine.delete(channel);
-      const ask = (): void => deps.ask(question, (r) => {
-        answered();
-        // an answer whose subscription is gone is dropped unread
-        if (!current()) return;
-        // answered while this shard fetches the topic's missed messages again: its position
-        // and the topic's would differ; asked again once the topic is in step (catchUp)
-        if (serial && !how?.relay && catching.has(topic)) {
-          const later = deferred.get(topic) ?? [];
-          mine.add(channel);
-          later.push(ask);
-          deferred.set(topic, later);
-          return;
-        }
-        let reply = r;
-        if (recover.kind === 'invalid') reply = { ...r, items: [], recovered: false, reason: 'invalid', error: recover.error };
-        // a filtered subscription: the rewound or replayed messages that pass its filter (untagged ones never do)
-        else if (how?.filter) reply = { ...r, items: r.items.filter((x) => x[2] !== undefined && how.filter!.test(parseTags(x[2]).tags)) };
-        ws.cork(() => {
-          if (serial) {
-            const data: Parameters<typeof recoveryFrame>[1] = { epoch: reply.epoch, serial: reply.serial, recovered: reply.recovered === true, missed: reply.items.length };
-            if (reply.reason) data.reason = reply.reason;
-            if (reply.error) data.error = reply.error;
-            sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, data));
-          }
-          let bytes = 0;
-          for (const [n, message] of reply.items) {
-            const text = serial ? withSerial(message, n) : message;
-            bytes += text.length;
-            sendFrame(meters, ws, app.id, 'api-event', text);
-          }
-          budgetOf(d).balance -= bytes;
-          join();
-        });
-        if (serial) {
-          // (a delta subscription's messages and notices come from the sequencer: delta/deliver.ts)
-          if (!how?.relay) seen.set(topic, { epoch: reply.epoch, serial: reply.serial, app: app.id, channel });
-          if (resume !== null || recover.kind === 'invalid') result(app.id, reply.recovered ? 'recovered' : reply.reason ?? 'unknown');
-        }
-        if (resume === null && reply.items.length > 0 && meters.enabled) deps.metrics.inc('history_rewinds_total', { app_id: app.id });
-      }, (err: Error) => {
+      const ask = (q: HistQuestion): void => deps.ask(q, (r) => onAnswer(q, r), (err: Error) => {
         answered();
         logLimited(log, 'warn', { err: err.message, channel }, 'history: no answer from the channel\'s numbering; live messages only');
         if (!current()) return;
@@ -434,11 +373,70 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
           if (serial) sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, { epoch: '', serial: 0, recovered: false, missed: 0, reason: 'unavailable', error: 'the channel\'s numbering did not answer' }));
           join();
         });
-        if (resume !== null) result(app.id, 'unavailable');
+        if (resume !== null && rounds === 0) result(app.id, 'unavailable');
       });
-      ask();
+      const onAnswer = (q: HistQuestion, r: HistSubReply): void => {
+        // an answer whose subscription is gone is dropped unread
+        if (!current()) return answered();
+        // answered while this shard fetches the topic's missed messages again: its position
+        // and the topic's would differ; asked again once the topic is in step (catchUp)
+        if (serial && chunked && catching.has(topic)) {
+          const later = deferred.get(topic) ?? [];
+          later.push(() => ask(q));
+          deferred.set(topic, later);
+          return;
+        }
+        const first = rounds === 0;
+        let reply = r;
+        if (first && recover.kind === 'invalid') reply = { ...r, items: [], recovered: false, reason: 'invalid', error: recover.error };
+        // a filtered subscription: the rewound or replayed messages that pass its filter (untagged ones never do)
+        else if (how?.filter) reply = { ...r, items: r.items.filter((x) => x[2] !== undefined && how.filter!.test(parseTags(x[2]).tags)) };
+        const more = chunked && reply.recovered !== false && hasMore(r);
+        const upto = r.items.length > 0 ? r.items[r.items.length - 1][0] : last;
+        // a replay that does not advance, or outruns its rounds, ends here (told below)
+        const stuck = more && (upto <= last || rounds + 1 >= REPLAY_MAX_ROUNDS);
+        ws.cork(() => {
+          if (serial && (first || reply.recovered === false || stuck)) {
+            const data: Parameters<typeof recoveryFrame>[1] = { epoch: reply.epoch, serial: reply.serial, recovered: reply.recovered === true && !stuck, missed: more ? reply.serial - (first ? (r.items[0]?.[0] ?? 1) - 1 : last) : reply.items.length };
+            if (stuck) Object.assign(data, { reason: 'unavailable', error: 'the replay did not keep up with the channel; reload its history' });
+            Object.assign(data, reply.reason ? { reason: reply.reason } : {}, reply.error ? { error: reply.error } : {});
+            if (first || !data.recovered) sendFrame(meters, ws, app.id, Ev.Recovery, recoveryFrame(channel, data));
+          }
+          let bytes = 0;
+          for (const [n, message] of reply.items) {
+            if (!first && n <= last) continue;
+            const text = serial ? withSerial(message, n) : message;
+            bytes += text.length;
+            sendFrame(meters, ws, app.id, 'api-event', text);
+          }
+          budgets.of(d).balance -= bytes;
+          if (!more || stuck) join();
+        });
+        if (first && serial && (resume !== null || recover.kind === 'invalid')) result(app.id, reply.recovered ? 'recovered' : reply.reason ?? 'unknown');
+        if (first && resume === null && reply.items.length > 0 && meters.enabled) deps.metrics.inc('history_rewinds_total', { app_id: app.id });
+        rounds++;
+        if (more && !stuck) {
+          last = upto;
+          const next: HistQuestion = { app: app.id, channel, rewind: 0, recover: { epoch: r.epoch, serial: last }, cap: REPLAY_CHUNK_BYTES };
+          const paced = budgets.of(d).paced;
+          const gone = (): boolean => {
+            if (current()) return false;
+            paced.delete(channel);
+            answered();
+            return true;
+          };
+          paced.set(channel, whenPaced(ws, () => budgets.waitMs(d), gone, () => { paced.delete(channel); ask(next); }));
+          return;
+        }
+        answered();
+        // (a delta subscription's messages and notices come from the sequencer: delta/deliver.ts)
+        if (serial && chunked) seen.set(topic, { epoch: reply.epoch, serial: reply.serial, app: app.id, channel });
+      };
+      ask(question);
     },
     unsubscribe(ws, app, channel, sub) {
+      // a replay waiting to send its next chunk ends now (its question is answered)
+      budgets.peek(ws.getUserData())?.paced.get(channel)?.();
       if (sub.history && !sub.history.attached) ws.unsubscribe(pendingTopicOf(app, channel));
       if (sub.history?.serial) ws.unsubscribe(serialTopicOf(app, channel));
     },

@@ -23,6 +23,7 @@ import type { Socket, SocketData, Subscription } from './types';
 import type { Algo } from '../delta/settings';
 import { serialTopicOf, type AttachHow, type Plan } from '../history/shard';
 import { sendFrame } from './send';
+import { waitForBackend } from './subscribe-wait';
 
 interface SubscribeData {
   channel?: unknown;
@@ -362,8 +363,10 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       }
       const existing = d.channels.get(channel);
       if (existing) return resendSucceeded(ws, d, app, channel, existing);
-      if (d.channels.size >= limits.max_subscriptions_per_connection) {
-        return subscriptionError(ws, channel, 'LimitReached', `this connection is subscribed to ${d.channels.size} channels, the most allowed (limits.max_subscriptions_per_connection); unsubscribe from one first`, SubscriptionStatus.ConnectionLimit);
+      if (d.waiting?.has(channel)) return; // the answer to the first subscribe is on its way
+      const held = d.channels.size + (d.waiting?.size ?? 0);
+      if (held >= limits.max_subscriptions_per_connection) {
+        return subscriptionError(ws, channel, 'LimitReached', `this connection is subscribed to ${held} channels, the most allowed (limits.max_subscriptions_per_connection); unsubscribe from one first`, SubscriptionStatus.ConnectionLimit);
       }
 
       const filter = filterOf(ws, d, channel, data.filter);
@@ -382,13 +385,15 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       }
       // (a tag-filtered subscription takes a rewind and positions: the stores keep the tags)
       const plan: Plan = deps.history && (filter === null || deps.history.filtered) ? deps.history.plan(app, channel, data.recover) : null;
-      if (plan?.kind === 'attach') {
-        const busy = deps.history!.admit(d, channel);
-        if (busy !== null) {
-          meters.app(app.id).rateLimited('history_questions').inc();
-          return subscriptionError(ws, channel, 'LimitReached', busy, SubscriptionStatus.ConnectionLimit);
-        }
-      }
+      /** The history bounds (one question per channel, a few per connection, the replay budget): false when refused. */
+      const questionAllowed = (): boolean => {
+        const busy = plan?.kind === 'attach' ? deps.history!.admit(d, channel) : null;
+        if (busy === null) return true;
+        meters.app(app.id).rateLimited('history_questions').inc();
+        subscriptionError(ws, channel, 'LimitReached', busy, SubscriptionStatus.ConnectionLimit);
+        return false;
+      };
+      if (!questionAllowed()) return;
       // History channels take deltas when numbered by their owner shard, unfiltered (docs/history.md, "With delta compression")
       const noDelta = deps.history?.settings.of(app.id, channel) && (!deps.history.deltas || filter !== null);
       const algo = noDelta ? null : deltaOf(ws, d, app, channel, data.delta);
@@ -396,28 +401,9 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       const join = type === 'presence'
         ? () => joinPresence(ws, d, app, channel, data.channel_data as string, filter, algo, plan)
         : () => admitPlain(ws, d, app, channel, type, filter, algo, plan);
-      const gate = deps.buckets;
-      // in a cluster: interest first (it holds the bucket on the primary: adapter/buckets.ts),
-      // then the wait for the node's backend subscription, and for a stock subscription of a
-      // history channel its numbered subject's (history.driver redis: history/redis-subjects.ts;
-      // one with a rewind or positions is answered at once, its question waits instead), then
-      // the subscription itself; what was held for the wait is let go once it has its own
-      const hold = numbered !== null && plan === null;
-      const admit = gate || hold ? () => {
-        interest.add(app.id, channel);
-        const k = hold ? numbered.hold(app.id, channel) : -1;
-        const go = () => {
-          try {
-            if (!d.closed && !d.channels.has(channel)) join();
-          } finally {
-            interest.remove(app.id, channel);
-            if (k >= 0) numbered!.release(k);
-          }
-        };
-        const subject = k >= 0 ? () => numbered!.after(k, go) : go;
-        if (gate) gate.after(app.id, channel, subject);
-        else subject();
-      } : join;
+      // in a cluster, and for history channels with history.driver redis: after the backend's
+      // subscription (ws/subscribe-wait.ts)
+      const admit = waitForBackend(deps, d, app.id, channel, questionAllowed, join) ?? join;
       // subscribe hook (hooks/connection.ts): after the auth check, before anything is joined or answered
       if (deps.hooks?.subscribe(ws, d, channel, type === 'presence' ? data.channel_data as string : undefined, admit)) return;
       admit();
@@ -426,7 +412,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     unsubscribe(ws, d, channel) {
       if (typeof channel !== 'string') return;
       const sub = d.channels.get(channel);
-      if (!sub) return;
+      if (!sub) return void d.waiting?.delete(channel);
       untrack(ws, d, d.app!, channel);
       deps.history?.unsubscribe(ws, d.app!.id, channel, sub);
       if (!sub.filter && !deps.delta?.unsubscribe(ws, d, d.app!.id, channel)) ws.unsubscribe(topicOf(d.app!.id, channel));
