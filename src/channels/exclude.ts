@@ -10,13 +10,10 @@
 // goes out before its own subscribe). Otherwise the app publishes to everyone.
 
 import type { Fanout } from './fanout';
+import type { ConnSocket } from './conn';
 
 /** What the exclusion needs of the excluded socket (a uWS WebSocket). */
-export interface ExcludedSocket {
-  getUserData(): { closed: boolean };
-  isSubscribed(topic: string): boolean;
-  publish(topic: string, message: string | Uint8Array, isBinary: boolean): boolean;
-}
+export type ExcludedSocket = Pick<ConnSocket, 'getUserData' | 'isSubscribed' | 'publish'>;
 
 /** What it needs of the shard's fan-out (channels/fanout.ts): the uWS App, and the HTTP fallback sessions with it. */
 export type TopicPublisher = Fanout;

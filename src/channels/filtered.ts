@@ -32,15 +32,10 @@ import type { Meters } from '../metrics/meters';
 import { publishExcept } from './exclude';
 import type { Fanout } from './fanout';
 import type { InboundStage } from './publisher';
+import type { ConnSocket } from './conn';
 
 /** What the stage needs of a socket (a uWS WebSocket). */
-export interface FilteredSocket {
-  getUserData(): { closed: boolean; id: string };
-  subscribe(topic: string): boolean;
-  unsubscribe(topic: string): boolean;
-  isSubscribed(topic: string): boolean;
-  publish(topic: string, message: string | Uint8Array, isBinary: boolean): boolean;
-}
+export type FilteredSocket = Pick<ConnSocket<{ closed: boolean; id: string }>, 'getUserData' | 'subscribe' | 'unsubscribe' | 'isSubscribed' | 'publish'>;
 
 /** A filtered subscription: on native pair topics (of one key), or on its filter's shared topic. */
 export type FilterHandle = { native: string[]; key: string } | { filter: string };

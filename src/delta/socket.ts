@@ -11,13 +11,10 @@ import type { CompiledFilter } from '../filter/compile';
 import type { Meters } from '../metrics/meters';
 import type { Algo } from './settings';
 import type { FilterGroup, StreamMember } from './subscribers';
+import type { ConnSocket } from '../channels/conn';
 
 /** A delta subscriber: it steps in and out of streams, is skipped by an excluding publish, and is sent full messages. */
-export interface DeltaSocket extends StreamMember, ExcludedSocket {
-  /** 0 queued behind backpressure, 1 sent, 2 dropped (over the queue's bound). */
-  send(message: string, isBinary: boolean): number;
-  cork(cb: () => void): unknown;
-}
+export interface DeltaSocket extends StreamMember, ExcludedSocket, Pick<ConnSocket, 'send' | 'cork'> {}
 
 /** Per-socket delta state (ws/types.ts SocketData.delta). */
 export interface SocketDelta<S> {

@@ -13,13 +13,10 @@
 
 import type { CompiledFilter } from '../filter/compile';
 import { ALGOS, type Algo } from './settings';
+import type { ConnSocket } from '../channels/conn';
 
 /** What stepping needs of a socket (delta/socket.ts DeltaSocket has it). */
-export interface StreamMember {
-  getUserData(): { closed: boolean };
-  subscribe(topic: string): boolean;
-  unsubscribe(topic: string): boolean;
-}
+export type StreamMember = Pick<ConnSocket, 'getUserData' | 'subscribe' | 'unsubscribe'>;
 
 export interface StreamSubs<S> {
   /** Topic per algorithm (ALGOS order). */

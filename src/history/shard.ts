@@ -33,7 +33,7 @@ import type { AppConfig } from '../config/types';
 import { withSerial } from '../delta/wire';
 import type { CompiledFilter } from '../filter/compile';
 import { parseTags } from '../filter/tags';
-import { metersFor } from '../metrics/meters';
+import { metersFor, sendFrame } from '../metrics/meters';
 import type { MetricsSink } from '../metrics/types';
 import { Ev } from '../protocol/events';
 import { frame } from '../protocol/frames';
@@ -42,18 +42,10 @@ import { parseRecover, pendingTopicOf, serialTopicOf, type Recover } from './rec
 import type { HistorySettings } from './settings';
 import { logLimited } from '../log';
 import { hasMore, REPLAY_CHUNK_BYTES, REPLAY_MAX_ROUNDS, ReplayBudgets, whenPaced } from './replay';
+import type { ConnSocket } from '../channels/conn';
 
 /** What this file needs of a WebSocket (ws/types.ts Socket; history/ sits below ws/). */
-export interface HistorySocket {
-  getUserData(): { closed: boolean };
-  isSubscribed(topic: string): boolean;
-  publish(topic: string, message: string | Uint8Array, isBinary: boolean): boolean;
-  send(message: string, isBinary: boolean): number;
-  subscribe(topic: string): boolean;
-  unsubscribe(topic: string): boolean;
-  cork(cb: () => void): unknown;
-  getBufferedAmount(): number;
-}
+export type HistorySocket = Omit<ConnSocket, 'end'>;
 type Socket = HistorySocket;
 /** A socket's state and subscription record, as far as history needs them (ws/types.ts). */
 type SocketData = { closed: boolean; channels: ReadonlyMap<string, unknown> };
@@ -169,12 +161,6 @@ export function createHistoryShard(deps: HistoryShardDeps): HistoryShard {
 
   function recoveryFrame(channel: string, data: { epoch: string; serial: number; recovered: boolean; missed: number; reason?: string; error?: string }): string {
     return frame(deps.out(Ev.Recovery), data, channel);
-  }
-
-  /** ws/send.ts sendFrame: counted as sent. */
-  function sendFrame(_m: unknown, ws: Socket, appId: string, event: string, text: string): void {
-    const status = ws.send(text, false);
-    if (meters.enabled) meters.sent(appId, event, status, Buffer.byteLength(text));
   }
 
   function result(app: string, r: string): void {

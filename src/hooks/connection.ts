@@ -19,13 +19,14 @@
 // client event → pusher:error 4301 with the channel, connection kept.
 
 import type { AppConfig, Config } from '../config/types';
-import { metersFor, type Meters } from '../metrics/meters';
+import { metersFor, sendFrame } from '../metrics/meters';
 import type { MetricsSink } from '../metrics/types';
 import { ErrorCode } from '../protocol/codes';
 import { Ev } from '../protocol/events';
 import { errorFrame, subscriptionErrorFrame } from '../protocol/frames';
 import type { ConnectionInfo, HookBody, HookCaller, Verdict } from './caller';
 import { hookFor, type CompiledHook } from './settings';
+import type { ConnSocket } from '../channels/conn';
 
 /** Bytes of frames one connection may have waiting behind a pending hook. */
 export const MAX_PENDING_BYTES = 256 * 1024;
@@ -37,11 +38,7 @@ export const DENIED_STATUS = 403;
 const CONNECT_DENIED = 'Connection refused by the app backend';
 
 /** What this file needs of a connection's socket (ws/types.ts Socket: a uWS WebSocket). */
-export interface HookSocket {
-  cork(cb: () => void): unknown;
-  send(message: string, isBinary?: boolean): number;
-  end(code?: number, reason?: string): void;
-}
+export type HookSocket = Pick<ConnSocket<unknown>, 'cork' | 'send' | 'end'>;
 
 /** What this file needs of a connection's state (ws/types.ts SocketData). */
 export interface HookConn {
@@ -51,11 +48,6 @@ export interface HookConn {
   userId: string | null;
 }
 
-/** ws.send of one protocol frame, counted (as ws/send.ts does). */
-function sendFrame(meters: Meters, ws: HookSocket, appId: string, canonicalEvent: string, text: string): void {
-  const status = ws.send(text, false);
-  if (meters.enabled) meters.sent(appId, canonicalEvent, status, Buffer.byteLength(text));
-}
 
 interface ConnState {
   info: ConnectionInfo;

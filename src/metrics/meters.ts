@@ -223,3 +223,15 @@ export function metersFor(sink: MetricsSink): Meters {
   }
   return m;
 }
+
+/**
+ * ws.send of one protocol frame to one socket (a WebSocket or an HTTP fallback session),
+ * counted: messages_sent_total{event}, bytes, drops at the backpressure limit. Returns the
+ * socket's status: 0 backpressure, 1 sent, 2 dropped. The one send of a frame to one socket
+ * for every layer above (ws/, hooks/, history/).
+ */
+export function sendFrame(meters: Meters, ws: { send(message: string, isBinary: boolean): number }, appId: string, canonicalEvent: string, text: string): number {
+  const status = ws.send(text, false);
+  if (meters.enabled) meters.sent(appId, canonicalEvent, status, Buffer.byteLength(text));
+  return status;
+}

@@ -4,6 +4,7 @@ import type { ChannelType } from '../protocol/channels';
 import type { FilterHandle } from '../channels/filtered';
 import type { CompiledFilter } from '../filter/compile';
 import type { SocketDelta } from '../delta/socket';
+import type { ConnSocket } from '../channels/conn';
 
 export interface Subscription {
   type: ChannelType;
@@ -91,7 +92,7 @@ export interface SocketData {
  * is the other, so subscribe, presence, client events, sign-in, limits and cleanup are
  * written once for both.
  */
-export interface Socket {
+export interface Socket extends ConnSocket<SocketData> {
   /** 0 queued behind backpressure, 1 sent, 2 dropped (over the queue's bound). */
   send(message: RecognizedString, isBinary?: boolean, compress?: boolean): number;
   /** Closes with a code and reason (the close handler runs). */
