@@ -183,16 +183,17 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   backpressure.attach({ filters, delta });
 
   const tally = new MemberTally(shards);
-  // The context is filled in below; the callbacks read it late (owner ↔ publisher ↔ webhooks).
-  const ctx = { init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter, cacheStore, sharedCache, cache, interest, buckets, tap, filters, delta, stopping: false, draining: false, shadows: null, tally, topics, fallback: null } as Partial<ShardContext> as ShardContext;
+  // Built at the end; the callbacks below read it (and the services made after them) late:
+  // owner ↔ publisher ↔ webhooks, and the shadows the worker sets once it has them.
+  let built: ShardContext | null = null;
 
   // History channels (history/): numbered and kept by their owner shard; its stage sends their events there.
   // With delta compression the owner sends their numbered messages to the sequencer (docs/history.md).
   const historyDelta = deltaInit && deltaInterest && !coordinated(config) ? { sequencer: deltaInit.sequencer, interest: deltaInterest } : null;
-  const { side: historySide, redis: historyRedis } = createShardHistorySide({ config, apps, shards, fanout, sockets, bus, interest, out, log: logOf('history'), metrics, publisher: () => ctx.publisher, delta: historyDelta, filters });
+  const { side: historySide, redis: historyRedis } = createShardHistorySide({ config, apps, shards, fanout, sockets, bus, interest, out, log: logOf('history'), metrics, publisher: () => publisher, delta: historyDelta, filters });
   const publisher = createPublisher({
     bus, interest, shards, uws: fanout, sockets, cache, guard: backpressure, metrics, log: logOf('publisher'), out,
-    onMember: (m) => ctx.shadows?.apply(m.app, m.channel, m.op, m.userId),
+    onMember: (m) => built?.shadows?.apply(m.app, m.channel, m.op, m.userId),
     memberSent: (s) => tally.sent[s]++,
     tracing: tracing(),
     stages: {
@@ -218,7 +219,7 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   const webhooks = appsWithWebhooks(config) ? createShardWebhooks({
     apps, log, metrics,
     toPrimary: (msg) => bus.control(shards, msg),
-    count: (app, channel) => ctx.owner.store.info(app, channel).subscription_count,
+    count: (app, channel) => owner.store.info(app, channel).subscription_count,
   }) : null;
   const owner = createOwnerService({
     shards, apps, cacheStore, sharedCache,
@@ -257,5 +258,10 @@ export function createShardContext(init: ShardInit, post: (e: ShardEvent) => voi
   });
   const watchlists = createWatchlists({ users: createUserDirectory({ bus, shards, log, metrics }), log, metrics, out });
   const history = createShardHistory({ config, shards, bus, interest, side: historySide, redis: historyRedis, publisher, owner, log: logOf('history'), metrics, delta: historyDelta });
-  return Object.assign(ctx, { publisher, directory, webhooks, owner, users, watchlists, historySide, historyRedis, history });
+  built = {
+    init, shardId, shards, config, log, logOf, apps, out, post, toPrimary, uws, sockets, bus, promMetrics, metrics, backpressure, counters, limiter,
+    cacheStore, sharedCache, cache, interest, buckets, tap, filters, delta, stopping: false, draining: false, shadows: null, tally, topics, fallback: null,
+    publisher, directory, webhooks, owner, users, watchlists, historySide, historyRedis, history,
+  };
+  return built;
 }

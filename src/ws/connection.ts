@@ -47,7 +47,6 @@ export function newSocketData(id: string, app: AppConfig | null, refuse: SocketD
     watch: null,
     authBy: 0,
     channels: new Map(),
-    waiting: null,
     lastSeen: Date.now(),
     evWindowStart: 0,
     evCount: 0,

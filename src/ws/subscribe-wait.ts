@@ -5,12 +5,26 @@
 // the waits, then the subscription itself; what was held for the wait is let go once the
 // subscription has its own (track). A subscribe that waited is checked again (`recheck`:
 // the history bounds, others may have asked meanwhile), and an unsubscribe meanwhile
-// cancels it (SocketData.waiting).
+// cancels it (waitingOf; kept beside the socket's data, which uWS keeps fast only up to
+// USER_DATA_FIELDS fields).
 
 import type { BucketGate } from '../channels/bucket-gate';
 import type { Interest } from '../channels/interest';
 import type { NumberedSubjects } from '../history/redis-subjects';
 import type { SocketData } from './types';
+
+/** A connection's subscribes waiting for the backend, by channel (a token per subscribe). */
+const waiting = new WeakMap<SocketData, Map<string, object>>();
+
+/** The channels a connection's subscribes wait for (they count toward limits.max_subscriptions_per_connection). */
+export function waitingOf(d: SocketData): ReadonlyMap<string, object> | undefined {
+  return waiting.get(d);
+}
+
+/** An unsubscribe: the connection's subscribe of the channel waiting for the backend is cancelled. */
+export function cancelWaiting(d: SocketData, channel: string): void {
+  waiting.get(d)?.delete(channel);
+}
 
 /** `join` once the backend has what the subscription needs; null when nothing is waited for (join at once). */
 export function waitForBackend(
@@ -24,11 +38,13 @@ export function waitForBackend(
     deps.interest.add(app, channel);
     const k = numbered ? numbered.hold(app, channel) : -1;
     const token = {};
-    (d.waiting ??= new Map()).set(channel, token);
+    let mine = waiting.get(d);
+    if (mine === undefined) waiting.set(d, (mine = new Map<string, object>()));
+    mine.set(channel, token);
     const go = () => {
       try {
-        if (d.waiting?.get(channel) !== token) return; // unsubscribed meanwhile
-        d.waiting.delete(channel);
+        if (mine.get(channel) !== token) return; // unsubscribed meanwhile
+        mine.delete(channel);
         if (!d.closed && !d.channels.has(channel) && recheck()) join();
       } finally {
         deps.interest.remove(app, channel);

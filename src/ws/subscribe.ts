@@ -23,7 +23,7 @@ import type { Socket, SocketData, Subscription } from './types';
 import type { Algo } from '../delta/settings';
 import { serialTopicOf, type AttachHow, type Plan } from '../history/shard';
 import { sendFrame } from './send';
-import { waitForBackend } from './subscribe-wait';
+import { cancelWaiting, waitForBackend, waitingOf } from './subscribe-wait';
 
 interface SubscribeData {
   channel?: unknown;
@@ -363,8 +363,9 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
       }
       const existing = d.channels.get(channel);
       if (existing) return resendSucceeded(ws, d, app, channel, existing);
-      if (d.waiting?.has(channel)) return; // the answer to the first subscribe is on its way
-      const held = d.channels.size + (d.waiting?.size ?? 0);
+      const waits = waitingOf(d);
+      if (waits?.has(channel)) return; // the answer to the first subscribe is on its way
+      const held = d.channels.size + (waits?.size ?? 0);
       if (held >= limits.max_subscriptions_per_connection) {
         return subscriptionError(ws, channel, 'LimitReached', `this connection is subscribed to ${held} channels, the most allowed (limits.max_subscriptions_per_connection); unsubscribe from one first`, SubscriptionStatus.ConnectionLimit);
       }
@@ -412,7 +413,7 @@ export function createSubscriptions(deps: WsDeps): Subscriptions {
     unsubscribe(ws, d, channel) {
       if (typeof channel !== 'string') return;
       const sub = d.channels.get(channel);
-      if (!sub) return void d.waiting?.delete(channel);
+      if (!sub) return cancelWaiting(d, channel);
       untrack(ws, d, d.app!, channel);
       deps.history?.unsubscribe(ws, d.app!.id, channel, sub);
       if (!sub.filter && !deps.delta?.unsubscribe(ws, d, d.app!.id, channel)) ws.unsubscribe(topicOf(d.app!.id, channel));

@@ -63,12 +63,7 @@ export interface SocketData {
    */
   authBy: number;
   channels: Map<string, Subscription>;
-  /**
-   * Subscribes waiting for the backend (the cluster's bucket, a history channel's numbered
-   * subject: ws/subscribe.ts), by channel: an unsubscribe meanwhile cancels one, and they
-   * count toward limits.max_subscriptions_per_connection. null until the first.
-   */
-  waiting: Map<string, object> | null;
+
   /**
    * When the client's last frame came (ms); negated once the server sent pusher:ping for
    * its silence (−the time of that ping), until the next frame. (One field for both: see

@@ -146,4 +146,19 @@ t.test(`history.driver redis: the first subscriber of a subject waits for Redis'
     await client.next((x) => x.channel === c && x.event === 'after', 5000);
     t.equal(client.frames.filter((x) => x.channel === c && x.event === 'first').length, 1, `${c}: the message published right after subscription_succeeded arrived once, before the next`);
   }
+  // a subscribe waiting for its subject: an unsubscribe meanwhile cancels it, a repeated
+  // subscribe meanwhile gets the first one's answer only
+  const used = new Set([...channels].map((x) => subjectIndexOf(APP.id, x)));
+  const [gone, twice, marker] = freshChannels('wait', 3, used);
+  client.send({ event: 'pusher:subscribe', data: { channel: gone } });
+  client.send({ event: 'pusher:unsubscribe', data: { channel: gone } });
+  client.send({ event: 'pusher:subscribe', data: { channel: twice } });
+  client.send({ event: 'pusher:subscribe', data: { channel: twice } });
+  t.equal((await client.subscribe(marker)).event, 'pusher_internal:subscription_succeeded', 'a later subscribe is answered');
+  await client.next((x) => x.channel === twice && x.event === 'pusher_internal:subscription_succeeded', 5000);
+  await sdk.trigger([gone, twice, marker], 'after', {});
+  await client.next((x) => x.channel === marker && x.event === 'after', 5000);
+  await client.next((x) => x.channel === twice && x.event === 'after', 5000);
+  t.notOk(client.frames.some((x) => x.channel === gone), 'the subscribe cancelled while it waited: no subscription_succeeded, no event (the positive marker: the same publish reached the other channels)');
+  t.notOk(client.frames.some((x) => x.channel === twice && x.event === 'pusher_internal:subscription_succeeded'), 'the repeated subscribe got no second answer');
 });

@@ -104,9 +104,9 @@ export const CLAIMS: Record<string, Claim> = {
   'tag_filtering.enabled': { effect: ['src/shard/context.ts', 'config.tag_filtering.enabled ? createFilteredSubscriptions'], test: 'test/faults/slow-delta-filtered.test.ts' },
   'tag_filtering.max_nodes': { effect: ['src/ws/subscribe.ts', 'parseFilter(raw, tf.max_nodes, '], test: 'test/e2e/tag-filter.test.ts' },
   // limits (config/schema.ts; behaviour: test/e2e/hostile-limits.test.ts, hostile-http.test.ts)
-  'limits.max_subscriptions_per_connection': { effect: ['src/ws/subscribe.ts', 'd.channels.size >= limits.max_subscriptions_per_connection'], test: 'test/e2e/hostile-limits.test.ts' },
-  'history.max_questions_per_connection': { effect: ['src/history/shard.ts', 'q.size >= maxQuestions'], test: 'test/history/hostile.test.ts' },
-  'history.replay_bytes_per_second': { effect: ['src/history/shard.ts', 'budgetOf(d).balance -= bytes'], test: 'test/history/hostile.test.ts' },
+  'limits.max_subscriptions_per_connection': { effect: ['src/ws/subscribe.ts', 'held >= limits.max_subscriptions_per_connection'], test: 'test/e2e/hostile-limits.test.ts' },
+  'history.max_questions_per_connection': { effect: ['src/history/replay.ts', 'q.size >= this.maxQuestions'], test: 'test/history/hostile.test.ts' },
+  'history.replay_bytes_per_second': { effect: ['src/history/shard.ts', 'budgets.of(d).balance -= bytes'], test: 'test/history/hostile.test.ts' },
   'history.max_channels_per_shard': { effect: ['src/history/index.ts', 'maxChannels: config.history.max_channels_per_shard'], test: 'test/history/memory.test.ts' },
   'limits.max_client_event_depth': { effect: ['src/ws/client-events.ts', 'nestedDeeperThan(msg.data, deps.config.limits.max_client_event_depth)'], test: 'test/hooks/hostile.test.ts' },
   'limits.max_filter_values': { effect: ['src/ws/subscribe.ts', 'parseFilter(raw, tf.max_nodes, limits.max_filter_values)'], test: 'test/faults/hostile.test.ts' },
