@@ -244,7 +244,7 @@ function onText(c: Client, text: string): void {
       return;
     case 'pusher_internal:recovery': {
       const d = dataOf(f);
-      bump(st.recovery, d.recovered === true ? 'recovered' : String(d.reason ?? 'no_reason'));
+      bump(st.recovery, d.recovered === true ? 'recovered' : typeof d.reason === 'string' ? d.reason : 'no_reason');
       if (typeof d.epoch === 'string' && typeof d.serial === 'number') {
         if (d.recovered === true) c.expectSerial = d.serial - Number(d.missed ?? 0) + 1;
         else c.expectSerial = 0;
@@ -258,9 +258,11 @@ function onText(c: Client, text: string): void {
       bump(st.errors, 'subscription_error');
       answered(c);
       return;
-    case 'pusher:error':
-      bump(st.errors, 'pusher_error_' + String(dataOf(f).code ?? '?'));
+    case 'pusher:error': {
+      const code = dataOf(f).code;
+      bump(st.errors, 'pusher_error_' + (typeof code === 'number' || typeof code === 'string' ? String(code) : '?'));
       return;
+    }
     case 'pusher:ping':
       c.sock?.write(PONG);
       return;

@@ -29,7 +29,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import Pusher from 'pusher';
-import { RedisServer } from '../../test/helpers/redis';
+import { redisCommand, RedisServer } from '../../test/helpers/redis';
 import { readOptions } from '../harness/args';
 import { DEFAULT_SOCKETS_PER_PROC, sleep } from '../harness/load';
 import { killAllNow } from '../harness/procs';
@@ -140,6 +140,8 @@ async function startOn(def: TargetDef, port: number, tmpDir: string): Promise<Ru
 }
 
 async function oneRun(plan: Plan, o: Opts, round: number, runIndex: number, tmpDir: string, redisPort: number | null): Promise<StormResult> {
+  // every run starts with empty history (the redis-server outlives the runs)
+  if (redisPort !== null) await redisCommand(redisPort, 'FLUSHALL', 5000);
   const port = await freePort();
   let server: RunningTarget | null = await plan.def.start({ port, tmpDir });
   const rotate = (runIndex * 5) % Math.max(1, o.srcAddrs.length);
@@ -169,8 +171,11 @@ async function oneRun(plan: Plan, o: Opts, round: number, runIndex: number, tmpD
     await pool.arm();
     const waiting = pool.waitBack(o.timeoutMs);
     const t0 = nowUs();
-    await server.stop();
+    const old = server;
+    await old.stop();
     const tStopped = nowUs();
+    // how the old process ended: exit code 0, or killed when it outlived its stop grace
+    const stopExit = /\(code (\S+), signal (\S+)\)/.exec(old.exitReport() ?? '')?.slice(1).join('/') ?? '?';
     server = null;
     server = await startOn(plan.def, port, tmpDir);
     const tReady = nowUs();
@@ -181,7 +186,7 @@ async function oneRun(plan: Plan, o: Opts, round: number, runIndex: number, tmpD
     return {
       target: plan.def.name, round, driver: plan.ringcast ? (redisPort !== null ? 'redis' : 'memory') : 'none', clients: o.clients,
       subscriptions: o.clients * o.layout.perClient, rewind_clients: specials.rewind, recover_clients: specials.recover,
-      initial_s: Math.round(initial * 1000) / 1000, stopped_s: Math.round((tStopped - t0) / 1e3) / 1000, ready_s, ...fig,
+      initial_s: Math.round(initial * 1000) / 1000, stopped_s: Math.round((tStopped - t0) / 1e3) / 1000, stop_exit: stopExit, ready_s, ...fig,
       back_after_ready_s: Math.round((fig.all_back_s - ready_s) * 1000) / 1000, timed_out: storm.timedOut,
       ...statsFields(storm.stats), published_msgs: published, received_before: before.msgs, clients_cpu_s: Math.round(storm.stats.cpuUs / 1e5) / 10,
     };

@@ -15,6 +15,8 @@ export interface StormResult {
   initial_s: number;
   /** From the stop (SIGTERM sent) to the old process gone, and to the new one answering /up (polled every 100 ms), s. */
   stopped_s: number;
+  /** The old process's exit: "code/signal", e.g. "0/null" (a clean stop) or "null/SIGKILL". */
+  stop_exit: string;
   ready_s: number;
   /** From the stop to every client connected / back with every subscription answered, s. */
   all_established_s: number;
