@@ -39,7 +39,7 @@ import { ceilingTarget } from '../targets/ceiling';
 import { ringcastTarget } from '../targets/ringcast';
 import { StormPool } from './pool';
 import { channelsOf, RECOVER_PATTERN, REWIND_PATTERN, type Layout } from './protocol';
-import { statsFields, stormFigures, table, type StormResult } from './report';
+import { statsFields, stormFigures, summary, table, type StormResult } from './report';
 
 const USAGE = `Usage: node dist/bench/storm/reconnect.js [options]
 
@@ -176,6 +176,7 @@ async function oneRun(plan: Plan, o: Opts, round: number, runIndex: number, tmpD
     const tStopped = nowUs();
     // how the old process ended: exit code 0, or killed when it outlived its stop grace
     const stopExit = /\(code (\S+), signal (\S+)\)/.exec(old.exitReport() ?? '')?.slice(1).join('/') ?? '?';
+    if (stopExit !== '0/null') log(`${plan.def.name}: the stop did not end with exit 0: ${old.exitReport() ?? '?'}`);
     server = null;
     server = await startOn(plan.def, port, tmpDir);
     const tReady = nowUs();
@@ -186,7 +187,7 @@ async function oneRun(plan: Plan, o: Opts, round: number, runIndex: number, tmpD
     return {
       target: plan.def.name, round, driver: plan.ringcast ? (redisPort !== null ? 'redis' : 'memory') : 'none', clients: o.clients,
       subscriptions: o.clients * o.layout.perClient, rewind_clients: specials.rewind, recover_clients: specials.recover,
-      initial_s: Math.round(initial * 1000) / 1000, stopped_s: Math.round((tStopped - t0) / 1e3) / 1000, stop_exit: stopExit, ready_s, ...fig,
+      initial_s: Math.round(initial * 1000) / 1000, stopped_s: Math.round((tStopped - t0) / 1e3) / 1000, stop_exit: stopExit, ready_s, restart_s: Math.round((tReady - tStopped) / 1e3) / 1000, ...fig,
       back_after_ready_s: Math.round((fig.all_back_s - ready_s) * 1000) / 1000, timed_out: storm.timedOut,
       ...statsFields(storm.stats), published_msgs: published, received_before: before.msgs, clients_cpu_s: Math.round(storm.stats.cpuUs / 1e5) / 10,
     };
@@ -252,12 +253,7 @@ async function main(): Promise<void> {
     if (!failed) fs.rmSync(tmpDir, { recursive: true, force: true });
     else log(`server logs kept in ${tmpDir}`);
   }
-  process.stdout.write('\n' + table(results));
-  const ceil = results.filter((r) => r.target === 'ceiling');
-  for (const r of results.filter((x) => x.target !== 'ceiling')) {
-    const c = ceil.find((x) => x.round === r.round);
-    if (c) process.stdout.write(`${r.target} / ceiling, round ${r.round}: all back after ready ${(r.back_after_ready_s / c.back_after_ready_s).toFixed(2)}×, all back after the stop ${(r.all_back_s / c.all_back_s).toFixed(2)}×\n`);
-  }
+  process.stdout.write('\n' + table(results) + '\nMedians over the rounds (ratios: medians of the per-round ratios to the ceiling):\n\n' + summary(results));
   if (failed) process.exitCode = 1;
 }
 

@@ -18,6 +18,8 @@ export interface StormResult {
   /** The old process's exit: "code/signal", e.g. "0/null" (a clean stop) or "null/SIGKILL". */
   stop_exit: string;
   ready_s: number;
+  /** ready_s − stopped_s: the new process's start to /up. */
+  restart_s: number;
   /** From the stop to every client connected / back with every subscription answered, s. */
   all_established_s: number;
   all_back_s: number;
@@ -84,4 +86,28 @@ export function table(rs: StormResult[]): string {
   return head + rs.map((r) => `| ${r.target}${r.driver === 'redis' ? ' (redis)' : ''} | ${r.round} | ${r.clients} (${r.rewind_clients} / ${r.recover_clients}) | ${f(r.initial_s)} | ` +
     `${f(r.stopped_s)} | ${f(r.ready_s)} | ${f(r.all_established_s)} | **${f(r.all_back_s)}** | ${f(r.back_after_ready_s)} | ${f(r.back_p50_s)} / ${f(r.back_p99_s)} | ` +
     `${r.attempts} | ${rec(r.recovery)} | ${rec({ ...r.errors, ...(r.not_back > 0 ? { not_back: r.not_back } : {}) })} |`).join('\n') + '\n';
+}
+
+export function median(xs: number[]): number {
+  const v = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return NaN;
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+}
+
+/** Per target, the medians over its rounds; against the ceiling, the medians of the per-round ratios. */
+export function summary(rs: StormResult[]): string {
+  const targets = [...new Set(rs.map((r) => r.target))];
+  const ceil = rs.filter((r) => r.target === 'ceiling');
+  const ratio = (r: StormResult, k: 'all_back_s' | 'back_after_ready_s' | 'restart_s'): number => {
+    const c = ceil.find((x) => x.round === r.round);
+    return c ? r[k] / c[k] : NaN;
+  };
+  let out = '| target | rounds | restart s | all back s | back after ready s | back p99 s | ÷ ceiling: all back | ÷ ceiling: back after ready |\n|---|---|---|---|---|---|---|---|\n';
+  for (const t of targets) {
+    const mine = rs.filter((r) => r.target === t);
+    const m = (k: 'restart_s' | 'all_back_s' | 'back_after_ready_s' | 'back_p99_s'): string => f(median(mine.map((r) => r[k])));
+    const q = (k: 'all_back_s' | 'back_after_ready_s'): string => (t === 'ceiling' ? '—' : `${f(median(mine.map((r) => ratio(r, k))))}×`);
+    out += `| ${t} | ${mine.length} | ${m('restart_s')} | ${m('all_back_s')} | ${m('back_after_ready_s')} | ${m('back_p99_s')} | ${q('all_back_s')} | ${q('back_after_ready_s')} |\n`;
+  }
+  return out;
 }
