@@ -182,6 +182,15 @@ async function oneRun(plan: Plan, o: Opts, round: number, runIndex: number, tmpD
     const tReady = nowUs();
     log(`${plan.def.name}: stopped after ${((tStopped - t0) / 1e6).toFixed(2)} s, answering again after ${((tReady - t0) / 1e6).toFixed(2)} s`);
     const storm = await waiting;
+    // rewound and recovered messages follow the answers a client waits for: count them once
+    // they stopped arriving
+    let after = await pool.snapshot();
+    for (let quietSince = Date.now(), until = Date.now() + 3000; Date.now() - quietSince < 300 && Date.now() < until;) {
+      await sleep(100);
+      const s = await pool.snapshot();
+      if (s.msgs !== after.msgs) quietSince = Date.now();
+      after = s;
+    }
     const fig = stormFigures(storm, t0);
     const ready_s = Math.round((tReady - t0) / 1e3) / 1000;
     return {
@@ -189,7 +198,7 @@ async function oneRun(plan: Plan, o: Opts, round: number, runIndex: number, tmpD
       subscriptions: o.clients * o.layout.perClient, rewind_clients: specials.rewind, recover_clients: specials.recover,
       initial_s: Math.round(initial * 1000) / 1000, stopped_s: Math.round((tStopped - t0) / 1e3) / 1000, stop_exit: stopExit, ready_s, restart_s: Math.round((tReady - tStopped) / 1e3) / 1000, ...fig,
       back_after_ready_s: Math.round((fig.all_back_s - ready_s) * 1000) / 1000, timed_out: storm.timedOut,
-      ...statsFields(storm.stats), published_msgs: published, received_before: before.msgs, clients_cpu_s: Math.round(storm.stats.cpuUs / 1e5) / 10,
+      ...statsFields({ ...storm.stats, rewindMsgs: after.rewindMsgs, serialGaps: after.serialGaps, msgs: after.msgs }), published_msgs: published, received_before: before.msgs, clients_cpu_s: Math.round(storm.stats.cpuUs / 1e5) / 10,
     };
   } finally {
     await pool.close();

@@ -23,8 +23,12 @@ export interface StormResult {
   /** From the stop to every client connected / back with every subscription answered, s. */
   all_established_s: number;
   all_back_s: number;
-  /** all_back_s − ready_s: what the restarted server took to take everyone back. */
+  /** all_back_s − ready_s: what the restarted server took to take everyone back (ready_s is
+   *  polled and may lag when the server is busy: see span_s). */
   back_after_ready_s: number;
+  /** The first client connected again, and from then to the last one back: the new server's storm. */
+  first_est_s: number;
+  span_s: number;
   est_p50_s: number;
   est_p99_s: number;
   back_p50_s: number;
@@ -59,10 +63,14 @@ function since(ts: Float64Array, t0Us: number): { s: Float64Array; missing: numb
 
 const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 
-export function stormFigures(p: PoolResult, t0Us: number): Pick<StormResult, 'all_established_s' | 'all_back_s' | 'est_p50_s' | 'est_p99_s' | 'back_p50_s' | 'back_p99_s' | 'not_back'> {
+export function stormFigures(p: PoolResult, t0Us: number): Pick<StormResult, 'all_established_s' | 'all_back_s' | 'est_p50_s' | 'est_p99_s' | 'back_p50_s' | 'back_p99_s' | 'not_back' | 'first_est_s' | 'span_s'> {
   const est = since(p.tEst, t0Us);
   const back = since(p.tBack, t0Us);
+  const first = quantile(est.s, 0);
+  const last = back.missing > 0 ? NaN : quantile(back.s, 1);
   return {
+    first_est_s: r3(first),
+    span_s: r3(last - first),
     all_established_s: r3(est.missing > 0 ? NaN : quantile(est.s, 1)),
     all_back_s: r3(back.missing > 0 ? NaN : quantile(back.s, 1)),
     est_p50_s: r3(quantile(est.s, 0.5)),
@@ -81,10 +89,10 @@ const f = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : '—');
 const rec = (r: Record<string, number>): string => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ') || '—';
 
 export function table(rs: StormResult[]): string {
-  const head = '| target | round | clients (rewind / recover) | first connect s | stopped s | ready s | all connected s | all back s | back after ready s | back p50 / p99 s | attempts | recovery | errors |\n' +
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n';
+  const head = '| target | round | clients (rewind / recover) | first connect s | stopped s | ready s | all connected s | all back s | back after ready s | span s | back p50 / p99 s | attempts | recovery | errors |\n' +
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n';
   return head + rs.map((r) => `| ${r.target}${r.driver === 'redis' ? ' (redis)' : ''} | ${r.round} | ${r.clients} (${r.rewind_clients} / ${r.recover_clients}) | ${f(r.initial_s)} | ` +
-    `${f(r.stopped_s)} | ${f(r.ready_s)} | ${f(r.all_established_s)} | **${f(r.all_back_s)}** | ${f(r.back_after_ready_s)} | ${f(r.back_p50_s)} / ${f(r.back_p99_s)} | ` +
+    `${f(r.stopped_s)} | ${f(r.ready_s)} | ${f(r.all_established_s)} | **${f(r.all_back_s)}** | ${f(r.back_after_ready_s)} | ${f(r.span_s)} | ${f(r.back_p50_s)} / ${f(r.back_p99_s)} | ` +
     `${r.attempts} | ${rec(r.recovery)} | ${rec({ ...r.errors, ...(r.not_back > 0 ? { not_back: r.not_back } : {}) })} |`).join('\n') + '\n';
 }
 
@@ -98,16 +106,16 @@ export function median(xs: number[]): number {
 export function summary(rs: StormResult[]): string {
   const targets = [...new Set(rs.map((r) => r.target))];
   const ceil = rs.filter((r) => r.target === 'ceiling');
-  const ratio = (r: StormResult, k: 'all_back_s' | 'back_after_ready_s' | 'restart_s'): number => {
+  const ratio = (r: StormResult, k: 'all_back_s' | 'span_s' | 'restart_s'): number => {
     const c = ceil.find((x) => x.round === r.round);
     return c ? r[k] / c[k] : NaN;
   };
-  let out = '| target | rounds | restart s | all back s | back after ready s | back p99 s | ÷ ceiling: all back | ÷ ceiling: back after ready |\n|---|---|---|---|---|---|---|---|\n';
+  let out = '| target | rounds | restart s | all back s | span s | back p99 s | ÷ ceiling: all back | ÷ ceiling: span |\n|---|---|---|---|---|---|---|---|\n';
   for (const t of targets) {
     const mine = rs.filter((r) => r.target === t);
-    const m = (k: 'restart_s' | 'all_back_s' | 'back_after_ready_s' | 'back_p99_s'): string => f(median(mine.map((r) => r[k])));
-    const q = (k: 'all_back_s' | 'back_after_ready_s'): string => (t === 'ceiling' ? '—' : `${f(median(mine.map((r) => ratio(r, k))))}×`);
-    out += `| ${t} | ${mine.length} | ${m('restart_s')} | ${m('all_back_s')} | ${m('back_after_ready_s')} | ${m('back_p99_s')} | ${q('all_back_s')} | ${q('back_after_ready_s')} |\n`;
+    const m = (k: 'restart_s' | 'all_back_s' | 'span_s' | 'back_p99_s'): string => f(median(mine.map((r) => r[k])));
+    const q = (k: 'all_back_s' | 'span_s'): string => (t === 'ceiling' ? '—' : `${f(median(mine.map((r) => ratio(r, k))))}×`);
+    out += `| ${t} | ${mine.length} | ${m('restart_s')} | ${m('all_back_s')} | ${m('span_s')} | ${m('back_p99_s')} | ${q('all_back_s')} | ${q('span_s')} |\n`;
   }
   return out;
 }
