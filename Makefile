@@ -4,7 +4,7 @@
 NPM ?= npm
 NODE ?= node
 
-.PHONY: all install build deps bench-deps run lint test test-1 test-4 bench bench-smoke bench-shards bench-cluster clean
+.PHONY: all install build deps bench-deps run lint test test-1 test-4 bench bench-smoke bench-shards bench-cluster bench-storm clean
 
 all: build
 
@@ -65,6 +65,11 @@ bench-shards: build
 # to 1,000 subscribers split over the nodes, and closed-loop fan-out; 5 rounds (~5 min).
 bench-cluster: build deps bench-deps
 	$(NODE) dist/bench/cluster/latency.js
+
+# A node restarted under 19,000 clients that reconnect and resubscribe (some with rewind or
+# recover): time until every client is back; ringcast workers 1 and 2 and the bare ceiling (~1 min).
+bench-storm: build bench-deps
+	$(NODE) dist/bench/storm/reconnect.js
 
 clean:
 	rm -rf dist node_modules/.install-stamp
