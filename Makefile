@@ -4,7 +4,7 @@
 NPM ?= npm
 NODE ?= node
 
-.PHONY: all install build deps bench-deps run lint test test-1 test-4 bench bench-smoke bench-shards bench-cluster bench-storm clean
+.PHONY: all install build deps bench-deps run lint test test-1 test-4 bench bench-smoke bench-shards bench-cluster bench-storm bench-hostile clean
 
 all: build
 
@@ -70,6 +70,11 @@ bench-cluster: build deps bench-deps
 # recover): time until every client is back; ringcast workers 1 and 2 and the bare ceiling (~1 min).
 bench-storm: build bench-deps
 	$(NODE) dist/bench/storm/reconnect.js
+
+# Hostile clients at full size, from outside: the first round (hostile.js) and the features
+# (features.js: history, hooks, HTTP sessions, per-address cap, idempotency); ~3 min.
+bench-hostile: build deps
+	$(NODE) dist/bench/hostile/hostile.js && $(NODE) dist/bench/hostile/features.js
 
 clean:
 	rm -rf dist node_modules/.install-stamp
