@@ -1,5 +1,5 @@
 // The HTTP fallback wire (pusher-js xhr_streaming / xhr_polling, SockJS-derived), in one
-// pure place. Facts: ../shared/reference/fallback-transports.md (read from pusher-js 8.6).
+// pure place. The wire as served: docs/fallback.md "Endpoints" (read from pusher-js 8.6).
 //
 // Receive responses are lines ended by a bare "\n" (pusher-js splits on "\n" only and
 // JSON.parses the rest of each line, so "\r" would break it):
