@@ -1,4 +1,4 @@
-// Cache channels (PROTOCOL.md "Channels"; spec: Channel types "Cache", States "cache
+// Cache channels (the protocol "Channels"; spec: Channel types "Cache", States "cache
 // channel", GET /channels/{name} `cache`): the last API event of a cache channel is kept
 // by the channel's owner shard until its TTL ends and replayed to every new subscriber
 // right after subscription_succeeded, else pusher:cache_miss. Several channels per check,

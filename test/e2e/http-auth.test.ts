@@ -1,5 +1,5 @@
 // test-modes: once (the shard that reads a request checks its signature, the same code on every shard)
-// Signed HTTP API requests, against PROTOCOL.md "HTTP API" and the spec's
+// Signed HTTP API requests, against the protocol "HTTP API" and the spec's
 // Authentication (HTTP API) and Errors sections.
 
 import t from 'tap';

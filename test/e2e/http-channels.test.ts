@@ -1,5 +1,5 @@
 // GET /apps/{id}/channels, /channels/{name}, /channels/{name}/users, /up, /up/{id} and
-// CORS, against PROTOCOL.md "HTTP API" and the spec's Endpoints and Errors.
+// CORS, against the protocol "HTTP API" and the spec's Endpoints and Errors.
 
 import t from 'tap';
 import { signApiQuery } from '../../src/protocol/api-auth';

@@ -1,4 +1,4 @@
-// POST /apps/{id}/events and /apps/{id}/batch_events, against PROTOCOL.md "HTTP API"
+// POST /apps/{id}/events and /apps/{id}/batch_events, against the protocol "HTTP API"
 // and the spec's Event resource, Errors and Limits.
 
 import http from 'node:http';

@@ -1,4 +1,4 @@
-// Rate limiting end to end (spec "Rate limiting", PROTOCOL.md "HTTP API"), memory driver:
+// Rate limiting end to end (spec "Rate limiting", the protocol "HTTP API"), memory driver:
 // the per-app API bucket (429, Retry-After, X-RateLimit-*), what is and is not limited,
 // per-process limits across shards, recovery, the per-IP window with X-Forwarded-For and
 // trust_hops, max_backend_events_per_second, the WebSocket window (4301), driver none.

@@ -1,5 +1,5 @@
 // test-modes: once (filters are matched by the receiving shard with the same code on every shard; across shards: e2e/tag-filter-client)
-// Tag filtering end to end (spec "Tag filtering", PROTOCOL.md): raw clients subscribe with
+// Tag filtering end to end (spec "Tag filtering", the protocol): raw clients subscribe with
 // a `filter`, events are published with `tags` through POST /events and /batch_events, and
 // each client must receive exactly the events its filter matches — no more (checked after
 // a positive marker, test/helpers/settle.ts), no fewer. Clients spread over the shards.

@@ -1,4 +1,4 @@
-// Subscriptions against PROTOCOL.md "Subscribe", "Channels" and the subscription_error
+// Subscriptions against the protocol "Subscribe", "Channels" and the subscription_error
 // table: public, private, private-encrypted and presence channels, auth failures,
 // channel name rules, presence member lifecycle and the presence limits.
 // Signatures are made by the `pusher` server SDK (as an application would) or by

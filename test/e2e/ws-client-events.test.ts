@@ -1,4 +1,4 @@
-// client-* events against PROTOCOL.md "Client events": delivered to the other
+// client-* events against the protocol "Client events": delivered to the other
 // subscribers of a private or presence channel (never echoed), user_id added on
 // presence, and every refusal is pusher:error 4301 with the channel while the
 // connection stays open.

@@ -1,5 +1,5 @@
 // test-modes: once (one socket's lifecycle on its shard, the same code on every shard; delivery across shards: cross-shard, bridge, interest-race)
-// WebSocket connection lifecycle against PROTOCOL.md "Connection" and "Error codes":
+// WebSocket connection lifecycle against the protocol "Connection" and "Error codes":
 // connection_established, ping/pong, the proto: spellings, activity pings (4201),
 // refusals at connect (4001, 4003, 4004, 4009 origins), malformed frames (4000),
 // oversized frames (1009) and unknown protocol events.

@@ -38,7 +38,7 @@ const MAX_PAYLOAD = 64 * 1024; // websocket.max_payload_kb (the default, set exp
 const DISABLED = { id: 'off-id', key: 'off-key', secret: 'off-secret', enabled: false };
 const ORIGIN = { id: 'orig-id', key: 'orig-key', secret: 'orig-secret', allowed_origins: ['https://ok.example'] };
 
-/** Documented pusher:error codes (PROTOCOL.md "Error codes"). */
+/** Documented pusher:error codes (the protocol "Error codes"). */
 const ERROR_CODES = new Set([4000, 4001, 4003, 4004, 4009, 4100, 4200, 4201, 4301]);
 /** Close codes a protocol decision may use. */
 const PROTOCOL_CLOSE = new Set([4001, 4003, 4004, 4009, 4100, 4200, 4201]);

@@ -1,5 +1,5 @@
 // History channels with delta compression (docs/history.md, "With delta compression";
-// PROTOCOL.md "History, rewind and recovery"): a channel matched by both channel_history and
+// the protocol "History, rewind and recovery"): a channel matched by both channel_history and
 // channel_delta_compression gives its delta subscribers pusher:delta frames; a subscription
 // with `recover` gets `__serial` on full messages and `"serial"` inside each pusher:delta's
 // data; rewound and replayed messages come as plain full messages, after which the next

@@ -1,5 +1,5 @@
 // Tag-filtered subscriptions on history channels (docs/history.md, "With tag filters";
-// PROTOCOL.md "History, rewind and recovery"): a filtered subscriber's rewind holds the
+// the protocol "History, rewind and recovery"): a filtered subscriber's rewind holds the
 // messages among the last N stored that pass its filter; with `recover` every message it
 // gets carries the channel's `__serial` (so it sees gaps: the messages its filter dropped),
 // and a resume replays only the matching messages after its position, `missed` counting

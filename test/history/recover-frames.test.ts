@@ -1,6 +1,6 @@
 // A subscription with positions (`recover` in its subscribe data) receives everything a stock
 // subscription of the channel receives, and only adds `__serial` to the message frames
-// (PROTOCOL.md "History, rewind and recovery", "Positions"): presence member_added /
+// (the protocol "History, rewind and recovery", "Positions"): presence member_added /
 // member_removed and pusher_internal:subscription_count reach it, each exactly once, and
 // its messages carry `__serial` exactly once. Raw `ws` clients for the exact frames (plain
 // and tag-filtered subscriptions); pusher-js 8 with client/ withRecovery on a presence

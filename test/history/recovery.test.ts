@@ -1,4 +1,4 @@
-// History channels end to end with raw WebSocket clients (PROTOCOL.md "History, rewind and
+// History channels end to end with raw WebSocket clients (the protocol "History, rewind and
 // recovery"): serials, rewind after subscription_succeeded, exact recovery, the failure
 // reasons and malformed `recover`. Workers 1 and 4 (RINGCAST_TEST_WORKERS).
 import t from 'tap';

@@ -319,7 +319,7 @@ t.test(`history.driver redis: a channel's numbering is kept while it has subscri
   await d.subscribe('room-k', { recover: { epoch: first.data.epoch, serial: 2 } });
   t.match((await d.event('pusher_internal:recovery', 'room-k')).data, { recovered: false, reason: 'epoch_changed' }, 'a resume after it lapsed: epoch_changed');
 
-  // a stock subscriber (no recover) keeps it too (PROTOCOL.md: kept while it has subscribers)
+  // a stock subscriber (no recover) keeps it too (the protocol: kept while it has subscribers)
   const stockMeta = 'hist:{hist.0}:m:app-id:room-s';
   const s = srv.track(await RawClient.connect(srv.wsUrl()));
   await s.subscribe('room-s');

@@ -1,5 +1,5 @@
 // Backend hooks behind Laravel Echo 2 (its pusher broadcaster on a stock pusher-js): a
-// subscribe the hook denies reaches Echo's `.error()` callback as PROTOCOL.md's
+// subscribe the hook denies reaches Echo's `.error()` callback as the protocol's
 // subscription_error, a whisper (client event) arrives as the hook replaced it, and an API
 // publish the publish hook rewrote reaches `.listen()` rewritten.
 

@@ -1,7 +1,7 @@
-// Backend hooks end to end (PROTOCOL.md "Backend hooks"): a real ringcast, a real backend
+// Backend hooks end to end (the protocol "Backend hooks"): a real ringcast, a real backend
 // (node:http in this process, hook-backend.ts), raw WebSocket clients, pusher-js and the
 // `pusher` SDK. Each hook allows, denies and (client_event, publish) replaces data; denials
-// reach the client exactly as PROTOCOL.md writes them; calls are signed so that the SDK's
+// reach the client exactly as the protocol writes them; calls are signed so that the SDK's
 // webhook() verifies them; a connection's hooked operations complete in its order.
 
 import t, { type Test } from 'tap';

@@ -1,4 +1,4 @@
-// Every webhook event type against a real HTTP receiver, field by field (PROTOCOL.md
+// Every webhook event type against a real HTTP receiver, field by field (the protocol
 // "Webhooks"), with the signature checked by the `pusher` SDK's webhook() verifier, the
 // endpoint's custom headers, and each endpoint getting only its event_types.
 
