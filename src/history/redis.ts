@@ -195,7 +195,7 @@ export class RedisHistory {
     this.plane = new SubjectPlane({
       sub: this.sub, where: this.where, log: d.log, metrics: d.metrics,
       name: (k) => this.subject(k),
-      subjectOf: (app, channel) => (d.setting(app, channel) === null ? -1 : this.subjectIndex(app, channel)),
+      subjectOf: (app, channel) => (d.setting(app, channel) === null ? -1 : subjectIndexOf(app, channel)),
       onListening: () => {
         for (const w of this.onListening.splice(0)) w();
         // listening again after a break: what was numbered meanwhile is fetched (history/shard.ts catchUp)
@@ -211,10 +211,6 @@ export class RedisHistory {
     return this.plane;
   }
 
-  private subjectIndex(app: string, channel: string): number {
-    return subjectIndexOf(app, channel);
-  }
-
   private tagOf(b: number): string {
     return `{${this.prefix}hist.${b}}`;
   }
@@ -226,7 +222,7 @@ export class RedisHistory {
 
   /** [meta key, list key, subject] of a channel (one slot). A channel name has no ':'. */
   private keys(app: string, channel: string): [string, string, string] {
-    const k = this.subjectIndex(app, channel);
+    const k = subjectIndexOf(app, channel);
     const base = `${this.prefix}hist:${this.tagOf(k % this.buckets)}`;
     return [`${base}:m:${app}:${channel}`, `${base}:l:${app}:${channel}`, this.subject(k)];
   }
@@ -313,7 +309,7 @@ export class RedisHistory {
     const args = resume === null ? ['b', 1, -1, q.rewind] : ['f', resume.serial + 1, -1, max];
     // the marker comes back on the channel's subject: read once this shard listens to it
     // (the subscription holds it); what is numbered meanwhile is at or below the position read
-    this.plane.after(this.subjectIndex(q.app, q.channel), () => {
+    this.plane.after(subjectIndexOf(q.app, q.channel), () => {
       if (!this.pending.has(req)) return;
       this.cmd.rcHistRead(meta, list, this.newEpoch(), this.d.config.history.meta_ttl * 1000, ...args, this.publishCommand, subject, `${this.me}\n${req}`, q.cap ?? 0)
         .catch((err: Error) => this.settle(req)?.failed(err));
