@@ -16,7 +16,7 @@
 import net from 'node:net';
 import { Histogram } from './histogram';
 import type { GenCommand, GenInit, GenReply } from './protocol';
-import { channelsOf, cpuUs, nowUs } from './protocol';
+import { channelsOf, cpuUs, nowUs, readHandshake } from './protocol';
 
 const OP_TEXT = 0x1;
 const OP_CLOSE = 0x8;
@@ -261,21 +261,15 @@ function onData(c: Conn, chunk: Buffer): void {
 }
 
 function onHandshakeData(c: Conn, chunk: Buffer): void {
-  const buf = c.hs === null ? chunk : Buffer.concat([c.hs, chunk]);
-  const end = buf.indexOf('\r\n\r\n');
-  if (end < 0) {
-    c.hs = buf;
-    return;
-  }
-  c.hs = null;
-  // "HTTP/1.1 101 ..."
-  if (buf[9] !== 0x31 || buf[10] !== 0x30 || buf[11] !== 0x31) {
-    countError('http_' + buf.toString('latin1', 9, 12));
+  const h = readHandshake(c, chunk);
+  if (h === null) return;
+  if (h.status !== '101') {
+    countError('http_' + h.status);
     fail(c);
     return;
   }
   c.state = 1;
-  if (buf.length > end + 4) onData(c, buf.subarray(end + 4));
+  if (h.rest !== null) onData(c, h.rest);
 }
 
 // ---- connection management -----------------------------------------------------------

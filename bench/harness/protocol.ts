@@ -163,3 +163,20 @@ export interface PubReply {
   /** Request round-trip times in µs since the last reset. */
   latency?: SparseHist;
 }
+
+/**
+ * Reads a WebSocket upgrade answer that may come in pieces (`c.hs`: what came so far).
+ * null: not whole yet; else the HTTP status ("101" when upgraded) and the bytes after the
+ * headers (frames the server sent at once), or null when none.
+ */
+export function readHandshake(c: { hs: Buffer | null }, chunk: Buffer): { status: string; rest: Buffer | null } | null {
+  const buf = c.hs === null ? chunk : Buffer.concat([c.hs, chunk]);
+  const end = buf.indexOf('\r\n\r\n');
+  if (end < 0) {
+    c.hs = buf;
+    return null;
+  }
+  c.hs = null;
+  // "HTTP/1.1 101 ..."
+  return { status: buf.toString('latin1', 9, 12), rest: buf.length > end + 4 ? buf.subarray(end + 4) : null };
+}

@@ -15,7 +15,7 @@
 //   them against the moment it stopped the server.
 
 import net from 'node:net';
-import { cpuUs, nowUs } from '../harness/protocol';
+import { cpuUs, nowUs, readHandshake } from '../harness/protocol';
 import type { StormCommand, StormInit, StormReply, StormStats, Sub } from './protocol';
 import { channelsOf } from './protocol';
 
@@ -147,19 +147,11 @@ function drop(c: Client, cause: string): void {
 }
 
 function onHandshake(c: Client, chunk: Buffer): void {
-  const buf = c.hs === null ? chunk : Buffer.concat([c.hs, chunk]);
-  const end = buf.indexOf('\r\n\r\n');
-  if (end < 0) {
-    c.hs = buf;
-    return;
-  }
-  c.hs = null;
-  if (buf[9] !== 0x31 || buf[10] !== 0x30 || buf[11] !== 0x31) {
-    drop(c, 'http_' + buf.toString('latin1', 9, 12));
-    return;
-  }
+  const h = readHandshake(c, chunk);
+  if (h === null) return;
+  if (h.status !== '101') return drop(c, 'http_' + h.status);
   c.state = 1;
-  if (buf.length > end + 4) onData(c, buf.subarray(end + 4));
+  if (h.rest !== null) onData(c, h.rest);
 }
 
 // ---- frames ----------------------------------------------------------------------------
